@@ -1,0 +1,33 @@
+# Two commands a learner needs: `make lab` and `make test`. Each sets up .venv first.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+READY := $(VENV)/.ready
+
+.PHONY: lab test lint format clean
+
+$(READY): requirements.txt pyproject.toml
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "agentlab needs Python 3.11 or newer"'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt -e .
+	touch $(READY)
+
+lab: $(READY)  ## set up, then open JupyterLab on the notebooks
+	$(BIN)/jupyter lab notebooks/00_start_here.ipynb
+
+test: $(READY)  ## set up, then run every test: lint, pytest, nbval
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest
+
+lint: $(READY)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(READY)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

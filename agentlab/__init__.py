@@ -1,0 +1,67 @@
+"""agentlab: a bounded agent loop to learn from.
+
+The model proposes; the application verifies and executes. `agent_loop` is
+that application: it checks every proposal whole before anything runs, and
+holds every limit (turns, tool calls, time, context) itself.
+
+Only the standard library is imported here. The optional parts (the
+`widgets` playground, the `writes` store, the `check`er) import their own
+dependencies when you import them.
+"""
+
+from agentlab.abort import AbortController, AbortSignal
+from agentlab.adapters import from_decider
+from agentlab.errors import (
+    AbortError,
+    AgentError,
+    BudgetError,
+    ConfigError,
+    ContextBudgetError,
+    DeadlineError,
+    DuplicateCallIdError,
+    ModelError,
+    ModelOutputError,
+    OutputBudgetError,
+    RepeatedCallError,
+    ToolArgsError,
+    ToolBudgetError,
+    ToolError,
+    TurnBudgetError,
+    UnknownToolError,
+)
+from agentlab.jsonc import compact_json
+from agentlab.loop import AgentResult, Messages, Usage, agent_loop, agent_loop_sync
+from agentlab.tools import Tool, ToolCall, parse_lookup_args
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AbortController",
+    "AbortError",
+    "AbortSignal",
+    "AgentError",
+    "AgentResult",
+    "BudgetError",
+    "ConfigError",
+    "ContextBudgetError",
+    "DeadlineError",
+    "DuplicateCallIdError",
+    "Messages",
+    "ModelError",
+    "ModelOutputError",
+    "OutputBudgetError",
+    "RepeatedCallError",
+    "Tool",
+    "ToolArgsError",
+    "ToolBudgetError",
+    "ToolCall",
+    "ToolError",
+    "TurnBudgetError",
+    "UnknownToolError",
+    "Usage",
+    "agent_loop",
+    "agent_loop_sync",
+    "compact_json",
+    "from_decider",
+    "parse_lookup_args",
+]

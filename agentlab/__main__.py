@@ -1,0 +1,72 @@
+"""Command line: `python -m agentlab demo` runs the tutorial's weather agent.
+
+python -m agentlab demo                        # Pune: rain, 18°C, with its trace
+python -m agentlab demo --max-turns 1          # a tripped limit: one line, exit code 1
+python -m agentlab demo --case unknown-tool    # the tutorial's boundary cases
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from agentlab.adapters import from_decider
+from agentlab.errors import AgentError
+from agentlab.examples import BOUNDARY_CASES, WEATHER_GOAL, WeatherDemo, weather_tools
+from agentlab.fakes import Slow
+from agentlab.loop import agent_loop_sync
+from agentlab.trace import render_text
+
+
+def _demo(options: argparse.Namespace) -> int:
+    decider = BOUNDARY_CASES[options.case] if options.case != "weather" else WeatherDemo()
+    model = from_decider(decider)
+    if options.delay_ms:
+        model = Slow(model, options.delay_ms)
+    try:
+        result = agent_loop_sync(
+            WEATHER_GOAL,
+            model,
+            weather_tools(),
+            max_turns=options.max_turns,
+            max_calls=options.max_calls,
+            timeout_ms=options.timeout_ms,
+            max_chars=options.max_chars,
+            forbid_repeats=not options.allow_repeats,
+        )
+    except AgentError as error:
+        print(render_text(error))
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(render_text(result))
+    print(result.text)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m agentlab", description="agentlab: a bounded agent loop to learn from"
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    demo = commands.add_parser("demo", help="run the tutorial's weather agent and print its trace")
+    demo.add_argument("--case", choices=["weather", *BOUNDARY_CASES], default="weather", help="what the model proposes")
+    demo.add_argument("--max-turns", type=int, default=5, help="model calls at most (default 5, as in the tutorial)")
+    demo.add_argument("--max-calls", type=int, default=8, help="tool runs at most (default 8)")
+    demo.add_argument("--timeout-ms", type=float, default=5000, help="deadline for the whole run (default 5000)")
+    demo.add_argument("--max-chars", type=int, default=50_000, help="context and output budget (default 50000)")
+    demo.add_argument("--delay-ms", type=float, default=0, help="make the model think this long per turn")
+    demo.add_argument(
+        "--allow-repeats", action="store_true", help="allow the same call twice (the tutorial forbids it)"
+    )
+    demo.set_defaults(handler=_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options = _parser().parse_args(argv)
+    return options.handler(options)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""A cancellation signal, modelled on the web's AbortController.
+
+One side holds the controller and may call `abort(reason)`; the other side
+gets the read-only `signal` and asks `signal.aborted`, awaits `signal.wait()`,
+blocks on `signal.wait_sync()` (in a worker thread) or registers a callback.
+
+A signal is a *request* to stop. Well-behaved models and tools honour it, but
+the loop never relies on that: its deadline and its external abort hold even
+for callees that ignore the signal entirely.
+
+Everything here is thread-safe, because sync models and tools run in worker
+threads and a Stop button may press from another thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from agentlab.errors import AbortError, ConfigError
+
+Callback = Callable[[BaseException], Any]
+
+
+class AbortSignal:
+    """Read-only side: has the run been asked to stop, and why?"""
+
+    __slots__ = ("_callbacks", "_event", "_lock", "_reason")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._event = threading.Event()
+        self._reason: BaseException | None = None
+        self._callbacks: list[Callback] = []
+
+    @property
+    def aborted(self) -> bool:
+        return self._event.is_set()
+
+    @property
+    def reason(self) -> BaseException | None:
+        """The exception given to `abort()`, or None while not aborted."""
+        return self._reason
+
+    def throw_if_aborted(self) -> None:
+        """Raise the abort reason if the signal is aborted; otherwise do nothing."""
+        if self._event.is_set():
+            raise self._reason  # type: ignore[misc]
+
+    def add_callback(self, callback: Callback) -> Callable[[], None]:
+        """Call `callback(reason)` once on abort (at once if already aborted).
+
+        Returns a function that unregisters the callback. The callback runs in
+        the thread that aborts; use `loop.call_soon_threadsafe` inside it to
+        touch asyncio objects.
+        """
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(callback)
+                return lambda: self._discard(callback)
+        callback(self._reason)  # type: ignore[arg-type]
+        return lambda: None
+
+    def _discard(self, callback: Callback) -> None:
+        with self._lock:
+            if callback in self._callbacks:
+                self._callbacks.remove(callback)
+
+    async def wait(self) -> BaseException:
+        """Wait (asynchronously) until aborted; return the reason."""
+        if self._event.is_set():
+            return self._reason  # type: ignore[return-value]
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[BaseException] = loop.create_future()
+
+        def settle(reason: BaseException) -> None:
+            if not done.done():
+                done.set_result(reason)
+
+        remove = self.add_callback(lambda reason: loop.call_soon_threadsafe(settle, reason))
+        try:
+            return await done
+        finally:
+            remove()
+
+    def wait_sync(self, timeout: float | None = None) -> bool:
+        """Block this thread until aborted or `timeout` seconds; True if aborted.
+
+        Meant for sync tools and models, which run in worker threads.
+        """
+        return self._event.wait(timeout)
+
+    def __repr__(self) -> str:
+        if not self.aborted:
+            return "<AbortSignal: not aborted>"
+        return f"<AbortSignal: aborted ({type(self._reason).__name__}: {self._reason})>"
+
+
+class AbortController:
+    """Writable side: `abort(reason)` aborts `signal`, once; later calls do nothing."""
+
+    __slots__ = ("signal",)
+
+    def __init__(self) -> None:
+        self.signal = AbortSignal()
+
+    def abort(self, reason: BaseException | str | None = None) -> None:
+        """Abort the signal. No reason means `AbortError`; a string becomes one."""
+        if reason is None:
+            reason = AbortError("aborted: the run was stopped from outside")
+        elif isinstance(reason, str):
+            reason = AbortError(f"aborted: {reason}")
+        elif not isinstance(reason, BaseException):
+            raise ConfigError(f"abort reason must be an exception or a string, not {type(reason).__name__}")
+        signal = self.signal
+        with signal._lock:
+            if signal._event.is_set():
+                return
+            signal._reason = reason
+            signal._event.set()
+            callbacks, signal._callbacks = signal._callbacks, []
+        for callback in callbacks:
+            callback(reason)
+
+    def __repr__(self) -> str:
+        return f"<AbortController {self.signal!r}>"
+
+
+__all__ = ["AbortController", "AbortSignal"]

@@ -1,0 +1,192 @@
+"""JSON at the trust boundary: compact text like JavaScript's, and safe copies.
+
+Two jobs, one walk over the data each:
+
+* `compact_json(value)` writes the text a tool result goes back as. It is
+  byte-identical to JavaScript's `JSON.stringify` for ordinary data: no spaces,
+  non-ASCII kept as is, numbers written the way JavaScript writes them
+  (`18.0` -> `18`, `1e-7` stays `1e-7`), NaN and Infinity refused.
+* `copy_json(value)` makes an independent deep copy of JSON data (tuples become
+  lists), so that what the loop validated cannot be changed behind its back.
+
+Anything that is not JSON (a set, bytes, NaN, an arbitrary object, a non-string
+dict key, nesting deeper than `MAX_DEPTH`) raises `NotJSONError`, a
+`ValueError` whose message says what and where (`at [2].items`).
+"""
+
+from __future__ import annotations
+
+import re
+from json.encoder import encode_basestring
+from typing import Any
+
+MAX_DEPTH = 200
+
+
+class NotJSONError(ValueError):
+    """The value cannot be written as JSON; the message says what and where."""
+
+    def __init__(self, problem: str, path: str = "") -> None:
+        self.problem, self.path = problem, path
+        super().__init__(f"{problem} at {path}" if path else problem)
+
+    def inside(self, step: str) -> NotJSONError:
+        """The same problem, one level further out (for the message's path)."""
+        return NotJSONError(self.problem, step + self.path)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _string(text: str) -> str:
+    """A JSON string; lone surrogates are escaped, as JavaScript does."""
+    quoted = encode_basestring(text)
+    if not text.isascii() and _SURROGATE.search(quoted):
+        quoted = _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", quoted)
+    return quoted
+
+
+def _step(key: Any) -> str:
+    return f"[{key}]" if type(key) is int else f".{key}"
+
+
+def _number(value: float) -> str:
+    """Write a float as JavaScript's Number.prototype.toString does."""
+    if value != value or value in (float("inf"), float("-inf")):
+        raise NotJSONError(f"{value!r} is not JSON (JSON has no NaN or Infinity)")
+    if value == 0:
+        return "0"
+    text = repr(value)
+    sign = "-" if text[0] == "-" else ""
+    mantissa, _, exponent = text.lstrip("-").partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = whole + fraction
+    point = len(whole) + int(exponent or 0)
+    stripped = digits.lstrip("0")
+    point -= len(digits) - len(stripped)
+    digits = stripped.rstrip("0")
+    k, n = len(digits), point
+    if k <= n <= 21:
+        body = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        body = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        body = "0." + "0" * -n + digits
+    else:
+        e = n - 1
+        body = digits[0] + ("." + digits[1:] if k > 1 else "") + ("e+" if e >= 0 else "e-") + str(abs(e))
+    return sign + body
+
+
+_TOO_DEEP = f"value nested more than {MAX_DEPTH} levels deep (or circular)"
+
+
+def _key(key: Any) -> str:
+    if type(key) is not str:
+        raise NotJSONError(f"dict key {key!r} is not a string; JSON keys are strings")
+    return key
+
+
+def compact_json(value: Any) -> str:
+    """Return `value` as compact JSON text, exactly as `JSON.stringify` would."""
+    out: list[str] = []
+    _write(value, out, 0)
+    return "".join(out)
+
+
+def _write(value: Any, out: list[str], depth: int) -> None:
+    kind = type(value)
+    if kind is str:
+        out.append(_string(value))
+    elif value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif kind is int:
+        out.append(int.__repr__(value))
+    elif kind is float:
+        out.append(_number(value))
+    elif depth >= MAX_DEPTH:
+        raise NotJSONError(_TOO_DEEP)
+    elif kind is dict:
+        out.append("{")
+        for index, (key, item) in enumerate(value.items()):
+            if index:
+                out.append(",")
+            try:
+                out.append(_string(_key(key)))
+                out.append(":")
+                _write(item, out, depth + 1)
+            except NotJSONError as error:
+                raise error.inside(_step(str(key))) from None
+        out.append("}")
+    elif kind is list or kind is tuple:
+        out.append("[")
+        for index, item in enumerate(value):
+            if index:
+                out.append(",")
+            try:
+                _write(item, out, depth + 1)
+            except NotJSONError as error:
+                raise error.inside(_step(index)) from None
+        out.append("]")
+    else:
+        _write(_plain(value), out, depth)
+
+
+def copy_json(value: Any) -> Any:
+    """Return an independent deep copy of JSON data; raise `NotJSONError` otherwise."""
+    return _copy(value, 0)
+
+
+def _copy(value: Any, depth: int) -> Any:
+    kind = type(value)
+    if kind is str or kind is int or value is None or kind is bool:
+        return value
+    if kind is float:
+        _number(value)
+        return value
+    if depth >= MAX_DEPTH:
+        raise NotJSONError(_TOO_DEEP)
+    if kind is dict:
+        copied = {}
+        for key, item in value.items():
+            try:
+                copied[_key(key)] = _copy(item, depth + 1)
+            except NotJSONError as error:
+                raise error.inside(_step(str(key))) from None
+        return copied
+    if kind is list or kind is tuple:
+        items = []
+        for index, item in enumerate(value):
+            try:
+                items.append(_copy(item, depth + 1))
+            except NotJSONError as error:
+                raise error.inside(_step(index)) from None
+        return items
+    return _copy(_plain(value), depth)
+
+
+def _plain(value: Any) -> Any:
+    """Subclasses of the JSON types become their base type; anything else is refused.
+
+    The base type's own methods are used, so a subclass cannot disguise itself.
+    """
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):
+        return int.__int__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, dict):
+        return dict(dict.items(value))
+    if isinstance(value, list):
+        return list(list.__iter__(value))
+    if isinstance(value, tuple):
+        return list(tuple.__iter__(value))
+    raise NotJSONError(f"a {type(value).__name__} is not JSON")
+
+
+__all__ = ["MAX_DEPTH", "NotJSONError", "compact_json", "copy_json"]

@@ -1,0 +1,697 @@
+"""The bounded agent loop: the model proposes; the application verifies and executes.
+
+    result = await agent_loop("What is the weather in Pune?", model, tools)
+
+The model is a function `model(messages, signal)` that returns a decision:
+
+    {"kind": "final", "text": "..."}                                  # the answer
+    {"kind": "tools", "calls": [{"id": ..., "name": ..., "args": {...}}, ...]}
+
+Each decision is only a proposal. Before anything runs, the loop checks it
+whole: the shape, the budgets, every call id, every tool name, every set of
+args. Then it runs the calls, appends each result to the history tied to its
+call id, and asks the model again. The loop, not the model, holds every limit:
+
+    max_turns    model calls in one run
+    max_calls    tool runs in one run
+    timeout_ms   wall-clock time for the whole run, model and tools included
+    max_chars    the size of the history (a stand-in for a context window),
+                 and the size of the final text
+    signal       an AbortSignal: stop from outside, at any moment
+
+Reaching a limit exactly is allowed; the step past it fails with an
+`AgentError` subclass that says which limit, and carries the history so far.
+
+Read this file top to bottom: `agent_loop` sets up a `_Run`, `_Run.steps` is
+the loop itself, and `_Run.race` is what makes the deadline and the abort
+hold even against a model or a tool that ignores the signal or blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import math
+import operator
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentlab.abort import AbortController, AbortSignal
+from agentlab.callees import Callee
+from agentlab.errors import (
+    AbortError,
+    AgentError,
+    ConfigError,
+    ContextBudgetError,
+    DeadlineError,
+    DuplicateCallIdError,
+    ModelError,
+    ModelOutputError,
+    OutputBudgetError,
+    RepeatedCallError,
+    ToolArgsError,
+    ToolBudgetError,
+    ToolError,
+    TurnBudgetError,
+    UnknownToolError,
+)
+from agentlab.jsonc import NotJSONError, compact_json, copy_json
+from agentlab.tools import Tool, ToolCall
+
+# How long the loop waits for an abandoned model or tool to acknowledge its
+# cancellation (run its `finally`) before it gives up on it and raises anyway.
+CANCEL_GRACE_MS = 10
+
+Message = dict[str, Any]
+
+
+@dataclass
+class Usage:
+    """What a run spent: model calls, tool runs, history size, wall time."""
+
+    turns: int = 0
+    calls: int = 0
+    chars: int = 0
+    elapsed_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limits a run was given, kept with its result so a trace can show used vs allowed."""
+
+    max_turns: int
+    max_calls: int
+    timeout_ms: float
+    max_chars: int
+
+
+@dataclass
+class AgentResult:
+    """A finished run: the final `text`, the whole `history`, the `usage` and the `limits`."""
+
+    text: str
+    history: list[Message]
+    usage: Usage
+    limits: Limits | None = None
+
+    def _repr_html_(self) -> str:
+        from agentlab.trace import render_html
+
+        return render_html(self)
+
+
+class Messages(Sequence[Message]):
+    """What the model sees: the history as it was when the model was called.
+
+    Read-only, and every message you read is a fresh copy, so nothing the
+    model does to it reaches the loop's own history. Costs nothing to make,
+    however long the history is: no message is copied until it is read.
+    """
+
+    __slots__ = ("_history", "_length")
+
+    def __init__(self, history: list[Message], length: int) -> None:
+        self._history, self._length = history, length
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [copy_message(self._history[i]) for i in range(self._length)[index]]
+        return copy_message(self._history[range(self._length)[operator.index(index)]])
+
+    def __iter__(self) -> Iterator[Message]:
+        return (copy_message(self._history[i]) for i in range(self._length))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (Messages, list, tuple)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Messages({list(self)!r})"
+
+
+def copy_message(message: Message) -> Message:
+    """A copy of one history message that shares nothing mutable with it."""
+    copied = dict(message)
+    if "calls" in copied:
+        copied["calls"] = [
+            {"id": call["id"], "name": call["name"], "args": copy_json(call["args"])} for call in copied["calls"]
+        ]
+    return copied
+
+
+def context_size(message: Message) -> int:
+    """Characters a message adds to the context: its content, or its calls as compact JSON."""
+    if "calls" in message:
+        return len(compact_json(message["calls"]))
+    return len(message["content"])
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """One call of a batch that passed every check and may now run."""
+
+    id: str
+    name: str
+    args: dict[str, Any]  # the copy the history records
+    value: Any  # what validate returned (or a second copy of args); what run gets
+    tool: Tool
+
+
+async def agent_loop(
+    input: str,
+    model: Callable[..., Any],
+    tools: Mapping[str, Tool] | None = None,
+    *,
+    max_turns: int = 6,
+    max_calls: int = 8,
+    timeout_ms: float = 5000,
+    max_chars: int = 50_000,
+    signal: AbortSignal | None = None,
+    forbid_repeats: bool = False,
+) -> AgentResult:
+    """Run `model` with `tools` on `input` until it answers or a limit stops it.
+
+    Returns an `AgentResult`. Raises an `AgentError` subclass when a rule is
+    enforced, or the signal's own reason when `signal` is aborted.
+    `forbid_repeats=True` also refuses the same tool with the same args twice.
+    """
+    run = _Run(input, model, tools, max_turns, max_calls, timeout_ms, max_chars, signal, forbid_repeats)
+    return await run.race()
+
+
+class _Run:
+    """The state of one run, and the checks that guard it."""
+
+    def __init__(
+        self,
+        input: str,
+        model: Callable[..., Any],
+        tools: Mapping[str, Tool] | None,
+        max_turns: int,
+        max_calls: int,
+        timeout_ms: float,
+        max_chars: int,
+        signal: AbortSignal | None,
+        forbid_repeats: bool,
+    ) -> None:
+        if not isinstance(input, str):
+            raise ConfigError(f"input must be a string (the user's message), not {type(input).__name__}")
+        if not callable(model):
+            raise ConfigError(f"model must be a function model(messages, signal), not {type(model).__name__}")
+        if signal is not None and not isinstance(signal, AbortSignal):
+            raise ConfigError("signal must be an AbortSignal, such as AbortController().signal")
+        self.max_turns = _count("max_turns", max_turns)
+        self.max_calls = _count("max_calls", max_calls)
+        self.max_chars = _count("max_chars", max_chars)
+        self.timeout_ms = _duration("timeout_ms", timeout_ms)
+        self.limits = Limits(self.max_turns, self.max_calls, self.timeout_ms, self.max_chars)
+        self.forbid_repeats = bool(forbid_repeats)
+        self.model = Callee(model, 2, "model")
+        self.tools = _registry(tools)
+        self.outside = signal
+        self.controller = AbortController()  # the run's own signal, handed to model and tools
+        self.history: list[Message] = []
+        self.usage = Usage()
+        self.seen_ids: dict[str, int] = {}  # call id -> the turn that used it
+        self.seen_calls: set[tuple[str, str]] = set()  # (name, args as JSON), for forbid_repeats
+        self.loop = asyncio.get_running_loop()
+        self.started = self.loop.time()
+        self.deadline = self.started + self.timeout_ms / 1000
+        self.append({"role": "user", "content": input})
+
+    # -- the loop itself ----------------------------------------------------
+
+    async def steps(self) -> AgentResult:
+        """Ask the model, check its proposal, run it, repeat."""
+        while True:
+            self.check_before_model_call()
+            self.usage.turns += 1
+            decision = await self.ask_model()
+            kind, payload = self.check_decision(decision)
+            if kind == "final":
+                return self.finish(payload, decision)
+            batch = self.check_batch(payload, decision)  # the whole batch, before anything runs
+            self.append({"role": "assistant", "calls": [{"id": c.id, "name": c.name, "args": c.args} for c in batch]})
+            for call in batch:
+                self.usage.calls += 1
+                content = await self.run_tool(call)
+                self.append({"role": "tool", "call_id": call.id, "content": content})
+
+    def check_before_model_call(self) -> None:
+        """The signal, the deadline, the turn budget, then the context budget."""
+        if self.outside is not None and self.outside.aborted:
+            raise self.aborted(self.outside.reason)
+        if self.loop.time() >= self.deadline:
+            raise self.deadline_error()
+        if self.usage.turns >= self.max_turns:
+            raise self.fail(
+                TurnBudgetError,
+                f"turn budget exhausted: the model was called {_plural(self.usage.turns, 'time')} and "
+                f"max_turns={self.max_turns}; raise max_turns, or make the model answer sooner",
+                value=self.max_turns,
+            )
+        if self.usage.chars > self.max_chars:
+            raise self.fail(
+                ContextBudgetError,
+                f"context budget exceeded: the history holds {self.usage.chars} characters and "
+                f"max_chars={self.max_chars}; raise max_chars, or keep inputs and tool results shorter",
+                value=self.max_chars,
+            )
+
+    async def ask_model(self) -> Any:
+        """Call the model with a read-only snapshot of the history."""
+        snapshot = Messages(self.history, len(self.history))
+        try:
+            return await self.model(snapshot, self.controller.signal)
+        except AgentError as error:  # an adapter's own verdict: keep it, add the history
+            raise self.attach(error) from error.__cause__
+        except BaseException as error:
+            if _passes_through(error):
+                raise
+            raise self.fail(ModelError, f"the model raised {_describe(error)}") from error
+
+    def check_decision(self, decision: Any) -> tuple[str, Any]:
+        """A decision is {"kind": "final", "text": str} or {"kind": "tools", "calls": [...]}.
+
+        The trust boundary: the decision is first copied as plain JSON data,
+        so from here on the loop works on its own copy, whatever the model
+        later does to the objects it returned.
+        """
+        shape = 'expected {"kind": "final", "text": "..."} or {"kind": "tools", "calls": [...]}'
+        try:
+            decision = copy_json(decision)
+        except NotJSONError as error:
+            raise self.malformed(f"malformed decision: it is not JSON data: {error}", decision) from None
+        except Exception as error:  # a hostile object that raises while being read
+            raise self.malformed(f"malformed decision: reading it raised {_describe(error)}", decision) from None
+        if not isinstance(decision, dict):
+            raise self.malformed(f"malformed decision: {shape}, got {_describe_value(decision)}", decision)
+        kind = decision.get("kind")
+        wanted = {"final": "text", "tools": "calls"}.get(kind) if isinstance(kind, str) else None
+        if wanted is None or set(decision) != {"kind", wanted}:
+            raise self.malformed(f"malformed decision: {shape}, got the keys {_keys(decision)}", decision)
+        payload = decision[wanted]
+        if kind == "final" and not isinstance(payload, str):
+            problem = f"the final text must be a string, got {_describe_value(payload)}"
+            raise self.malformed(f"malformed decision: {problem}", decision)
+        if kind == "tools" and (not isinstance(payload, list) or not payload):
+            problem = f"a tools decision needs a non-empty list of calls, got {_describe_value(payload)}"
+            raise self.malformed(f"malformed decision: {problem}", decision)
+        return kind, payload
+
+    def check_batch(self, calls: Sequence[Any], decision: Any) -> list[_Checked]:
+        """Check every call of the batch; any failure runs nothing of it."""
+        left = self.max_calls - self.usage.calls
+        if len(calls) > left:
+            raise self.fail(
+                ToolBudgetError,
+                f"tool budget exhausted: the model asked for {_plural(len(calls), 'tool call')} but {left} of "
+                f"max_calls={self.max_calls} remain; nothing of this batch ran. Raise max_calls, "
+                f"or make the model ask for fewer calls",
+                value=self.max_calls,
+                rejected=decision,
+            )
+        checked: list[_Checked] = []
+        batch_ids: set[str] = set()
+        batch_calls: set[tuple[str, str]] = set()
+        for number, call in enumerate(calls, 1):
+            call_id, name, args = self.check_call_shape(call, number, decision)
+            if call_id in self.seen_ids or call_id in batch_ids:
+                where = f"in turn {self.seen_ids[call_id]}" if call_id in self.seen_ids else "earlier in this batch"
+                raise self.fail(
+                    DuplicateCallIdError,
+                    f"duplicate call id {call_id!r}: it was used {where}; every call of a run needs its own id "
+                    f"so that each result is tied to one call. Nothing of this batch ran",
+                    rejected=decision,
+                )
+            batch_ids.add(call_id)
+            tool = self.tools.get(name)
+            if tool is None:
+                known = ", ".join(sorted(self.tools)) or "(none)"
+                raise self.fail(
+                    UnknownToolError,
+                    f"unknown tool {name!r} (call {call_id!r}); the tools are: {known}. Nothing of this batch ran",
+                    rejected=decision,
+                )
+            if self.forbid_repeats:
+                key = (name, compact_json(_sorted_keys(args)))
+                if key in self.seen_calls or key in batch_calls:
+                    raise self.fail(
+                        RepeatedCallError,
+                        f"repeated tool call without progress: {name} was already called with {key[1]} "
+                        f"(call {call_id!r}); nothing of this batch ran",
+                        rejected=decision,
+                    )
+                batch_calls.add(key)
+            checked.append(_Checked(call_id, name, args, self.validate(tool, name, call_id, args, decision), tool))
+        for call in checked:
+            self.seen_ids[call.id] = self.usage.turns
+        self.seen_calls |= batch_calls
+        return checked
+
+    def check_call_shape(self, call: Any, number: int, decision: Any) -> tuple[str, str, dict[str, Any]]:
+        """A call is {"id": non-empty str, "name": str, "args": dict}."""
+        if not isinstance(call, dict) or set(call) != {"id", "name", "args"}:
+            got = f"the keys {_keys(call)}" if isinstance(call, dict) else _describe_value(call)
+            problem = f'expected {{"id": ..., "name": ..., "args": {{...}}}}, got {got}'
+        elif not isinstance(call["id"], str) or not call["id"]:
+            problem = f"the id must be a non-empty string, got {_describe_value(call['id'])}"
+        elif not isinstance(call["name"], str):
+            problem = f"the tool name must be a string, got {_describe_value(call['name'])}"
+        elif not isinstance(call["args"], dict):
+            problem = f"the args must be a dict, got {_describe_value(call['args'])}"
+        else:
+            return call["id"], call["name"], call["args"]
+        raise self.malformed(f"malformed call #{number}: {problem}; nothing of this batch ran", decision)
+
+    def validate(self, tool: Tool, name: str, call_id: str, args: dict[str, Any], decision: Any) -> Any:
+        """Run the tool's own check on a second copy; what it returns is what `run` gets."""
+        mine = copy_json(args)
+        try:
+            value = tool.validate(mine)
+        except BaseException as error:
+            if _passes_through(error):
+                raise
+            raise self.fail(
+                ToolArgsError,
+                f"invalid args for {name} (call {call_id!r}): {error}; nothing of this batch ran",
+                rejected=decision,
+            ) from error
+        if inspect.isawaitable(value):
+            if inspect.iscoroutine(value):
+                value.close()
+            raise self.fail(
+                ConfigError, f"the validate of tool {name!r} returned an awaitable; it must be a plain function"
+            )
+        return mine if value is None else value
+
+    async def run_tool(self, call: _Checked) -> str:
+        """Run one checked call; its result goes back as compact JSON."""
+        runner = call.tool.runner
+        context = (ToolCall(call.id, call.name, copy_json(call.args)),) if runner.takes >= 3 else ()
+        try:
+            result = await runner(call.value, self.controller.signal, *context)
+        except BaseException as error:
+            if _passes_through(error):
+                raise
+            raise self.fail(ToolError, f"tool {call.name} raised {_describe(error)} (call {call.id!r})") from error
+        try:
+            return compact_json(result)
+        except NotJSONError as error:
+            raise self.fail(
+                ToolError,
+                f"tool {call.name} returned a result that is not JSON (call {call.id!r}): {error}; "
+                f"return dicts, lists, strings, numbers, booleans or None",
+            ) from None
+
+    def finish(self, text: str, decision: Any) -> AgentResult:
+        """The final answer, if it fits the output budget."""
+        if len(text) > self.max_chars:
+            raise self.fail(
+                OutputBudgetError,
+                f"output budget exceeded: the final text has {len(text)} characters and "
+                f"max_chars={self.max_chars}; raise max_chars, or ask the model for a shorter answer",
+                value=self.max_chars,
+                rejected=decision,
+            )
+        self.append({"role": "assistant", "content": text})
+        return AgentResult(text=text, history=self.history, usage=self.usage_now(), limits=self.limits)
+
+    # -- the race against the clock and the outside signal ------------------
+
+    async def race(self) -> AgentResult:
+        """Run `steps` as a task and race it against the deadline and the signal.
+
+        Checking the clock between steps is not enough: a model that never
+        answers would never reach the next check. So the steps run as a task,
+        and whichever comes first wins: the task's end, the deadline, or an
+        abort. On a deadline or an abort the loop aborts its signal (telling
+        the model and tools to stop), cancels the task, gives it
+        `CANCEL_GRACE_MS` to run its `finally` blocks, and raises.
+        """
+        if self.outside is not None and self.outside.aborted:
+            raise self.aborted(self.outside.reason)
+        task = asyncio.ensure_future(self.steps())
+        woken = self.loop.create_future()
+
+        def wake(why: str) -> None:
+            if not woken.done():
+                woken.set_result(why)
+
+        task.add_done_callback(lambda _: wake("done"))
+        timer = self.loop.call_at(self.deadline, wake, "deadline")
+        forget_signal = (
+            self.outside.add_callback(lambda _: _call_soon_threadsafe(self.loop, wake, "abort"))
+            if self.outside is not None
+            else lambda: None
+        )
+        try:
+            why = await woken
+        except asyncio.CancelledError:  # our caller gave up on us
+            self.controller.abort(AbortError("aborted: the caller cancelled the run"))
+            task.cancel()
+            raise
+        finally:
+            timer.cancel()
+            forget_signal()
+        if task.done():  # it finished (or failed) before we looked: its outcome stands
+            return task.result()
+        error = self.deadline_error() if why == "deadline" else self.aborted(self.outside.reason)  # type: ignore[union-attr]
+        self.controller.abort(error)
+        task.cancel()
+        await asyncio.wait([task], timeout=CANCEL_GRACE_MS / 1000)
+        if task.done() and not task.cancelled():
+            task.exception()  # it ended with its own error while being stopped; ours is the verdict
+        raise error
+
+    # -- bookkeeping ---------------------------------------------------------
+
+    def append(self, message: Message) -> None:
+        self.history.append(message)
+        self.usage.chars += context_size(message)
+
+    def usage_now(self) -> Usage:
+        elapsed = round((self.loop.time() - self.started) * 1000, 3)
+        return Usage(self.usage.turns, self.usage.calls, self.usage.chars, elapsed)
+
+    def fail(self, kind: type[AgentError], message: str, **details: Any) -> AgentError:
+        """An error of `kind` that carries a copy of the history and the usage so far."""
+        rejected = details.pop("rejected", None)
+        return kind(
+            message,
+            history=[copy_message(m) for m in self.history],
+            usage=self.usage_now(),
+            limits=self.limits,
+            rejected=_safe_copy(rejected),
+            **details,
+        )
+
+    def malformed(self, message: str, decision: Any) -> AgentError:
+        return self.fail(ModelOutputError, message, rejected=decision)
+
+    def attach(self, error: AgentError) -> AgentError:
+        """Give an AgentError raised by a callee the run's history and usage."""
+        error.history = [copy_message(m) for m in self.history]
+        error.usage = self.usage_now()
+        error.limits = self.limits
+        return error
+
+    def deadline_error(self) -> AgentError:
+        return self.fail(
+            DeadlineError,
+            f"deadline exceeded: the run took longer than timeout_ms={_number(self.timeout_ms)} "
+            f"(turn {self.usage.turns}, {_plural(self.usage.calls, 'tool call')} done); raise timeout_ms, "
+            f"or use a faster model or tools",
+            value=self.timeout_ms,
+        )
+
+    def aborted(self, reason: BaseException | None) -> BaseException:
+        """The outside signal's reason is raised as it is; an AgentError gets the history."""
+        assert reason is not None
+        return self.attach(reason) if isinstance(reason, AgentError) else reason
+
+
+# -- helpers ------------------------------------------------------------------
+
+
+def _registry(tools: Mapping[str, Any] | None) -> dict[str, Tool]:
+    """A private snapshot of the tools: exact string keys only, nothing inherited."""
+    if tools is None:
+        return {}
+    if not isinstance(tools, Mapping):
+        raise ConfigError(f"tools must be a dict of name -> Tool, not {type(tools).__name__}")
+    registry = {}
+    for name, tool in tools.items():
+        if not isinstance(name, str):
+            raise ConfigError(f"tool names must be strings, got {name!r}")
+        registry[str.__str__(name)] = Tool.of(name, tool)
+    return registry
+
+
+def _count(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"{name} must be a whole number >= 0, got {value!r}")
+    return int(value)
+
+
+def _duration(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ConfigError(f"{name} must be a finite number of milliseconds >= 0, got {value!r}")
+    return float(value)
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def _passes_through(error: BaseException) -> bool:
+    """Errors the loop must never swallow: Ctrl-C, exit, and a real cancellation of this task."""
+    if isinstance(error, (KeyboardInterrupt, SystemExit)):
+        return True
+    if isinstance(error, asyncio.CancelledError):
+        task = asyncio.current_task()
+        return task is not None and task.cancelling() > 0
+    return False
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def _describe_value(value: Any) -> str:
+    text = repr(value)
+    if len(text) > 80:
+        text = text[:77] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def _keys(mapping: Any) -> list[str]:
+    try:
+        return sorted(repr(key) if not isinstance(key, str) else key for key in mapping)
+    except Exception:
+        return ["(unreadable)"]
+
+
+def _sorted_keys(value: Any) -> Any:
+    """JSON data with every dict's keys sorted, so that {a, b} and {b, a} are the same call."""
+    if isinstance(value, dict):
+        return {key: _sorted_keys(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted_keys(item) for item in value]
+    return value
+
+
+def _safe_copy(value: Any) -> Any:
+    """A copy of a rejected decision for the error and the trace; its repr if not JSON."""
+    if value is None:
+        return None
+    try:
+        return copy_json(value)
+    except Exception:
+        return repr(value)[:2000]
+
+
+def _call_soon_threadsafe(loop: asyncio.AbstractEventLoop, callback: Callable[..., Any], *args: Any) -> None:
+    with contextlib.suppress(RuntimeError):  # the loop is closed: the run is long over
+        loop.call_soon_threadsafe(callback, *args)
+
+
+# -- from plain Python ----------------------------------------------------------
+
+
+def agent_loop_sync(
+    input: str,
+    model: Callable[..., Any],
+    tools: Mapping[str, Tool] | None = None,
+    *,
+    max_turns: int = 6,
+    max_calls: int = 8,
+    timeout_ms: float = 5000,
+    max_chars: int = 50_000,
+    signal: AbortSignal | None = None,
+    forbid_repeats: bool = False,
+) -> AgentResult:
+    """`agent_loop` for code that is not async: scripts, and Jupyter cells too.
+
+    With no event loop running in this thread, the run gets one of its own.
+    Inside a running loop (a Jupyter cell), the run happens on a helper thread
+    with its own loop, and this call waits for it. Either way it returns as
+    promptly as `agent_loop`: an abandoned blocking model cannot hold it.
+    """
+    if signal is not None and not isinstance(signal, AbortSignal):
+        raise ConfigError("signal must be an AbortSignal, such as AbortController().signal")
+    stop = AbortController()  # aborted by the caller's signal, and by Ctrl-C while we wait
+    forget_signal = signal.add_callback(stop.abort) if signal is not None else (lambda: None)
+    options = dict(
+        max_turns=max_turns,
+        max_calls=max_calls,
+        timeout_ms=timeout_ms,
+        max_chars=max_chars,
+        signal=stop.signal,
+        forbid_repeats=forbid_repeats,
+    )
+
+    def start() -> Any:
+        return agent_loop(input, model, tools, **options)
+
+    try:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return _run_on_new_loop(start)
+        return _run_on_helper_thread(start)
+    except BaseException:
+        stop.abort(AbortError("aborted: the run ended early"))
+        raise
+    finally:
+        forget_signal()
+
+
+def _run_on_helper_thread(start: Callable[[], Any]) -> Any:
+    """Run on a new thread with its own event loop, and wait for it here."""
+    outcome: dict[str, Any] = {}
+
+    def on_helper_thread() -> None:
+        try:
+            outcome["result"] = _run_on_new_loop(start)
+        except BaseException as error:
+            outcome["error"] = error
+
+    helper = threading.Thread(target=on_helper_thread, name="agentlab agent_loop_sync", daemon=True)
+    helper.start()
+    helper.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
+
+
+def _run_on_new_loop(start: Callable[[], Any]) -> Any:
+    """Like asyncio.run, but never waits longer than the grace for abandoned tasks."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(start())
+    finally:
+        leftovers = [task for task in asyncio.all_tasks(loop) if not task.done()]
+        for task in leftovers:
+            task.cancel()
+        if leftovers:
+            loop.run_until_complete(asyncio.wait(leftovers, timeout=CANCEL_GRACE_MS / 1000))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+
+__all__ = ["CANCEL_GRACE_MS", "AgentResult", "Limits", "Messages", "Usage", "agent_loop", "agent_loop_sync"]

@@ -1,0 +1,84 @@
+"""Tools: what the application lets the model ask for.
+
+A tool has two halves. `validate(args)` is the application's check of what the
+model proposed: it raises on bad args and may return a parsed value. `run`
+does the work, and only ever sees what `validate` accepted. The loop calls
+`run(value, signal, call)`, passing as many of those as `run` accepts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentlab.callees import Callee, is_async_callable
+from agentlab.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """The call a tool's `run` is executing: its id, its tool name and its checked args."""
+
+    id: str
+    name: str
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool the model may call: `validate` checks the args, `run` does the work.
+
+    `writes=True` marks a tool that changes data; see `agent_loop`'s `approve`.
+    """
+
+    validate: Callable[[dict[str, Any]], Any]
+    run: Callable[..., Any]
+    writes: bool = False
+    description: str = ""
+    runner: Callee = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not callable(self.validate) or not callable(self.run):
+            raise ConfigError("Tool needs two functions: Tool(validate=check_args, run=do_the_work)")
+        if is_async_callable(self.validate):
+            raise ConfigError(
+                "a tool's validate must be a plain function: it is a quick, pure check of the args "
+                "that runs before anything else; do slow work in run"
+            )
+        object.__setattr__(self, "runner", Callee(self.run, 3, "tool"))
+
+    @classmethod
+    def of(cls, name: str, tool: Any) -> Tool:
+        """Accept a `Tool`, or any object with `validate` and `run` methods."""
+        if isinstance(tool, cls):
+            return tool
+        validate, run = getattr(tool, "validate", None), getattr(tool, "run", None)
+        if isinstance(tool, Mapping) or not (callable(validate) and callable(run)):
+            raise ConfigError(
+                f"tool {name!r} must be Tool(validate=..., run=...) "
+                f"(or an object with validate and run methods), not {type(tool).__name__}"
+            )
+        return cls(validate=validate, run=run, writes=bool(getattr(tool, "writes", False)))
+
+
+def parse_lookup_args(args: Any) -> dict[str, str]:
+    """Check the args of a lookup: exactly `{"id": <non-empty string, at most 64 chars>}`.
+
+    Returns a fresh `{"id": ...}`; raises ValueError with a readable message.
+    """
+    expected = 'expected exactly {"id": <a non-empty string of at most 64 characters>}'
+    if not isinstance(args, Mapping):
+        raise ValueError(f"{expected}, got a {type(args).__name__}")
+    keys = sorted(map(str, args))
+    if keys != ["id"]:
+        raise ValueError(f"{expected}, got the keys {keys}")
+    value = args["id"]
+    if not isinstance(value, str):
+        raise ValueError(f'{expected}, got "id" = {value!r} ({type(value).__name__})')
+    if not 0 < len(value) <= 64:
+        raise ValueError(f'{expected}, got an "id" of {len(value)} characters')
+    return {"id": str(value)}
+
+
+__all__ = ["Tool", "ToolCall", "parse_lookup_args"]

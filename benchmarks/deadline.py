@@ -1,0 +1,87 @@
+"""How far past `timeout_ms` does the deadline fire, and how fast does an abort land?
+
+    python benchmarks/deadline.py [--runs 200] [--timeout-ms 20]
+
+Four callees that ignore the signal: an async model that never answers, a
+plain model that blocks its thread, and an async / blocking tool that hangs.
+For each: the overrun (time from `timeout_ms` to the raised DeadlineError)
+and, separately, the abort latency (time from `abort()` to the raised reason).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+
+from agentlab import AbortController, DeadlineError, Tool, agent_loop
+from agentlab.fakes import Blocks, NeverAnswers, Scripted, call, calls
+
+
+def _hang_tools(blocking: bool) -> dict[str, Tool]:
+    def block(value):
+        time.sleep(1)
+
+    async def hang(value):
+        await asyncio.get_running_loop().create_future()
+
+    return {"hang": Tool(validate=lambda args: None, run=block if blocking else hang)}
+
+
+CALLEES = {
+    "async model, ignores the signal": lambda: (NeverAnswers(), {}),
+    "sync model, blocks its thread": lambda: (Blocks(1), {}),
+    "async tool, never returns": lambda: (Scripted(calls(call("hang", {}, "c1"))), _hang_tools(False)),
+    "sync tool, blocks its thread": lambda: (Scripted(calls(call("hang", {}, "c1"))), _hang_tools(True)),
+}
+
+
+async def overrun_ms(make, timeout_ms: float) -> float:
+    model, tools = make()
+    started = time.perf_counter()
+    try:
+        await agent_loop("q", model, tools, timeout_ms=timeout_ms)
+    except DeadlineError:
+        return (time.perf_counter() - started) * 1000 - timeout_ms
+    raise AssertionError("the deadline did not fire")
+
+
+async def abort_latency_ms(make, after_ms: float) -> float:
+    model, tools = make()
+    controller = AbortController()
+    fired: list[float] = []
+
+    def abort() -> None:
+        fired.append(time.perf_counter())
+        controller.abort(RuntimeError("stop"))
+
+    asyncio.get_running_loop().call_later(after_ms / 1000, abort)
+    try:
+        await agent_loop("q", model, tools, signal=controller.signal)
+    except RuntimeError:
+        return (time.perf_counter() - fired[0]) * 1000
+    raise AssertionError("the abort did not land")
+
+
+def summary(samples: list[float]) -> str:
+    ordered = sorted(samples)
+    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+    return f"median {statistics.median(ordered):6.3f}  p99 {p99:6.3f}  worst {ordered[-1]:6.3f}"
+
+
+async def main(runs: int, timeout_ms: float) -> None:
+    print(f"{runs} runs each, timeout_ms={timeout_ms:g}; figures in ms")
+    for name, make in CALLEES.items():
+        overruns = [await overrun_ms(make, timeout_ms) for _ in range(runs)]
+        aborts = [await abort_latency_ms(make, timeout_ms) for _ in range(runs)]
+        print(f"{name:<34} deadline overrun: {summary(overruns)}")
+        print(f"{'':<34} abort latency:    {summary(aborts)}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--timeout-ms", type=float, default=20)
+    options = parser.parse_args()
+    asyncio.run(main(options.runs, options.timeout_ms))

@@ -1,0 +1,47 @@
+"""`python -m agentlab demo`, and `import agentlab` pulling in nothing but the standard library."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from agentlab.__main__ import main
+
+
+def test_demo_prints_the_trace_and_the_answer(capsys) -> None:
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1] == "Pune: rain, 18°C"
+    assert 'call call_1: getWeather({"city":"Pune"})' in out
+    assert "turns 2 / 5" in out
+
+
+@pytest.mark.parametrize(
+    ("flags", "phrase"),
+    [
+        (["--max-turns", "1"], "turn budget"),
+        (["--max-calls", "0"], "tool budget"),
+        (["--max-chars", "10"], "context budget"),
+        (["--timeout-ms", "20", "--delay-ms", "200"], "deadline"),
+        (["--case", "unknown-tool"], "unknown tool"),
+        (["--case", "invalid-city"], "invalid args"),
+        (["--case", "same-call-twice"], "repeated tool call without progress"),
+        (["--max-turns", "-1"], "max_turns must be"),
+    ],
+)
+def test_a_tripped_limit_is_one_clear_line_and_exit_code_1(capsys, flags, phrase) -> None:
+    assert main(["demo", *flags]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and phrase in err[0]
+
+
+def test_import_agentlab_uses_only_the_standard_library() -> None:
+    code = (
+        "import sys; before = set(sys.modules); import agentlab, agentlab.behaviours, agentlab.trace, agentlab.fakes\n"
+        "new = {m.split('.')[0] for m in set(sys.modules) - before}\n"
+        "print(sorted(n for n in new if n not in sys.stdlib_module_names and n != 'agentlab'))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
