@@ -14,6 +14,7 @@ from agentlab.adapters import from_decider
 from agentlab.errors import (
     AbortError,
     AgentError,
+    ApprovalError,
     BudgetError,
     ConfigError,
     ContextBudgetError,
@@ -28,10 +29,11 @@ from agentlab.errors import (
     ToolError,
     TurnBudgetError,
     UnknownToolError,
+    WriteBudgetError,
 )
 from agentlab.jsonc import compact_json
 from agentlab.loop import AgentResult, Messages, Usage, agent_loop, agent_loop_sync
-from agentlab.tools import Tool, ToolCall, parse_lookup_args
+from agentlab.tools import Approval, Tool, ToolCall, parse_lookup_args
 
 __version__ = "0.1.0"
 
@@ -41,6 +43,8 @@ __all__ = [
     "AbortSignal",
     "AgentError",
     "AgentResult",
+    "Approval",
+    "ApprovalError",
     "BudgetError",
     "ConfigError",
     "ContextBudgetError",
@@ -59,6 +63,7 @@ __all__ = [
     "TurnBudgetError",
     "UnknownToolError",
     "Usage",
+    "WriteBudgetError",
     "agent_loop",
     "agent_loop_sync",
     "compact_json",

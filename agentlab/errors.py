@@ -79,6 +79,10 @@ class ToolError(AgentError):
     """A tool raised (the original is `__cause__`) or returned non-JSON."""
 
 
+class ApprovalError(AgentError):
+    """A write had no approval policy to ask ("approval required"), or the policy raised."""
+
+
 class BudgetError(AgentError):
     """A limit of the run was reached; `limit` names it, `value` is its value."""
 
@@ -99,6 +103,12 @@ class ToolBudgetError(BudgetError):
     """A batch asked for more tool calls than `max_calls` has left."""
 
     limit = "max_calls"
+
+
+class WriteBudgetError(BudgetError):
+    """A batch asked for more writes than `max_writes` has left."""
+
+    limit = "max_writes"
 
 
 class DeadlineError(BudgetError):
@@ -126,6 +136,7 @@ class AbortError(AgentError):
 __all__ = [
     "AbortError",
     "AgentError",
+    "ApprovalError",
     "BudgetError",
     "ConfigError",
     "ContextBudgetError",
@@ -140,4 +151,5 @@ __all__ = [
     "ToolError",
     "TurnBudgetError",
     "UnknownToolError",
+    "WriteBudgetError",
 ]

@@ -19,6 +19,10 @@ call id, and asks the model again. The loop, not the model, holds every limit:
                  and the size of the final text
     signal       an AbortSignal: stop from outside, at any moment
 
+Tools that change data (`Tool(..., writes=True)`) need more: each write runs
+only if the `approve` policy allows it, within `max_writes`, one at a time,
+and never after the deadline or an abort.
+
 Reaching a limit exactly is allowed; the step past it fails with an
 `AgentError` subclass that says which limit, and carries the history so far.
 
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import math
 import operator
@@ -44,6 +49,7 @@ from agentlab.callees import Callee
 from agentlab.errors import (
     AbortError,
     AgentError,
+    ApprovalError,
     ConfigError,
     ContextBudgetError,
     DeadlineError,
@@ -57,25 +63,30 @@ from agentlab.errors import (
     ToolError,
     TurnBudgetError,
     UnknownToolError,
+    WriteBudgetError,
 )
 from agentlab.jsonc import NotJSONError, compact_json, copy_json
-from agentlab.tools import Tool, ToolCall
+from agentlab.tools import Approval, Tool, ToolCall
 
 # How long the loop waits for an abandoned model or tool to acknowledge its
 # cancellation (run its `finally`) before it gives up on it and raises anyway.
 CANCEL_GRACE_MS = 10
+# How long a write that is running when the deadline or an abort fires gets to
+# commit or roll back, so that the history can say which.
+WRITE_GRACE_MS = 1000
 
 Message = dict[str, Any]
 
 
 @dataclass
 class Usage:
-    """What a run spent: model calls, tool runs, history size, wall time."""
+    """What a run spent: model calls, tool runs, history size, wall time, approved writes."""
 
     turns: int = 0
     calls: int = 0
     chars: int = 0
     elapsed_ms: float = 0.0
+    writes: int = 0
 
 
 @dataclass(frozen=True)
@@ -86,6 +97,7 @@ class Limits:
     max_calls: int
     timeout_ms: float
     max_chars: int
+    max_writes: int = 0
 
 
 @dataclass
@@ -177,14 +189,25 @@ async def agent_loop(
     max_chars: int = 50_000,
     signal: AbortSignal | None = None,
     forbid_repeats: bool = False,
+    approve: Callable[..., Any] | None = None,
+    max_writes: int = 4,
 ) -> AgentResult:
     """Run `model` with `tools` on `input` until it answers or a limit stops it.
 
     Returns an `AgentResult`. Raises an `AgentError` subclass when a rule is
     enforced, or the signal's own reason when `signal` is aborted.
     `forbid_repeats=True` also refuses the same tool with the same args twice.
+    `approve(call, value)` is asked before each write and answers True, False
+    or an `Approval`; without it, no write runs.
     """
-    run = _Run(input, model, tools, max_turns, max_calls, timeout_ms, max_chars, signal, forbid_repeats)
+    limits = Limits(
+        _count("max_turns", max_turns),
+        _count("max_calls", max_calls),
+        _duration("timeout_ms", timeout_ms),
+        _count("max_chars", max_chars),
+        _count("max_writes", max_writes),
+    )
+    run = _Run(input, model, tools, limits, signal, forbid_repeats, approve)
     return await run.race()
 
 
@@ -196,12 +219,10 @@ class _Run:
         input: str,
         model: Callable[..., Any],
         tools: Mapping[str, Tool] | None,
-        max_turns: int,
-        max_calls: int,
-        timeout_ms: float,
-        max_chars: int,
+        limits: Limits,
         signal: AbortSignal | None,
         forbid_repeats: bool,
+        approve: Callable[..., Any] | None,
     ) -> None:
         if not isinstance(input, str):
             raise ConfigError(f"input must be a string (the user's message), not {type(input).__name__}")
@@ -209,14 +230,16 @@ class _Run:
             raise ConfigError(f"model must be a function model(messages, signal), not {type(model).__name__}")
         if signal is not None and not isinstance(signal, AbortSignal):
             raise ConfigError("signal must be an AbortSignal, such as AbortController().signal")
-        self.max_turns = _count("max_turns", max_turns)
-        self.max_calls = _count("max_calls", max_calls)
-        self.max_chars = _count("max_chars", max_chars)
-        self.timeout_ms = _duration("timeout_ms", timeout_ms)
-        self.limits = Limits(self.max_turns, self.max_calls, self.timeout_ms, self.max_chars)
+        if approve is not None and not callable(approve):
+            raise ConfigError("approve must be a function approve(call, value) that answers True or False")
+        self.limits = limits
+        self.max_turns, self.max_calls, self.timeout_ms = limits.max_turns, limits.max_calls, limits.timeout_ms
+        self.max_chars, self.max_writes = limits.max_chars, limits.max_writes
         self.forbid_repeats = bool(forbid_repeats)
         self.model = Callee(model, 2, "model")
+        self.approve = Callee(approve, 3, "approval") if approve is not None else None
         self.tools = _registry(tools)
+        self.writing: _Checked | None = None  # the write in flight, if any
         self.outside = signal
         self.controller = AbortController()  # the run's own signal, handed to model and tools
         self.history: list[Message] = []
@@ -242,16 +265,14 @@ class _Run:
             batch = self.check_batch(payload, decision)  # the whole batch, before anything runs
             self.append({"role": "assistant", "calls": [{"id": c.id, "name": c.name, "args": c.args} for c in batch]})
             for call in batch:
+                self.check_before_tool_call()
                 self.usage.calls += 1
-                content = await self.run_tool(call)
+                content = await (self.run_write(call) if call.tool.writes else self.run_tool(call))
                 self.append({"role": "tool", "call_id": call.id, "content": content})
 
     def check_before_model_call(self) -> None:
         """The signal, the deadline, the turn budget, then the context budget."""
-        if self.outside is not None and self.outside.aborted:
-            raise self.aborted(self.outside.reason)
-        if self.loop.time() >= self.deadline:
-            raise self.deadline_error()
+        self.check_before_tool_call()
         if self.usage.turns >= self.max_turns:
             raise self.fail(
                 TurnBudgetError,
@@ -266,6 +287,13 @@ class _Run:
                 f"max_chars={self.max_chars}; raise max_chars, or keep inputs and tool results shorter",
                 value=self.max_chars,
             )
+
+    def check_before_tool_call(self) -> None:
+        """Nothing starts after an abort or the deadline."""
+        if self.outside is not None and self.outside.aborted:
+            raise self.aborted(self.outside.reason)
+        if self.loop.time() >= self.deadline:
+            raise self.deadline_error()
 
     async def ask_model(self) -> Any:
         """Call the model with a read-only snapshot of the history."""
@@ -353,10 +381,34 @@ class _Run:
                     )
                 batch_calls.add(key)
             checked.append(_Checked(call_id, name, args, self.validate(tool, name, call_id, args, decision), tool))
+        self.check_writes(checked, decision)
         for call in checked:
             self.seen_ids[call.id] = self.usage.turns
         self.seen_calls |= batch_calls
         return checked
+
+    def check_writes(self, batch: list[_Checked], decision: Any) -> None:
+        """Writes need an approval policy, and must fit what is left of `max_writes`."""
+        writes = [call for call in batch if call.tool.writes]
+        if not writes:
+            return
+        if self.approve is None:
+            raise self.fail(
+                ApprovalError,
+                f"approval required: {writes[0].name} (call {writes[0].id!r}) changes data, and no approve policy "
+                f"was given; pass approve=... to agent_loop to allow or deny each write. Nothing of this batch ran",
+                rejected=decision,
+            )
+        left = self.max_writes - self.usage.writes
+        if len(writes) > left:
+            raise self.fail(
+                WriteBudgetError,
+                f"write budget exhausted: the model asked for {_plural(len(writes), 'write')} but {left} of "
+                f"max_writes={self.max_writes} remain; nothing of this batch ran. Raise max_writes, "
+                f"or make the model write less",
+                value=self.max_writes,
+                rejected=decision,
+            )
 
     def check_call_shape(self, call: Any, number: int, decision: Any) -> tuple[str, str, dict[str, Any]]:
         """A call is {"id": non-empty str, "name": str, "args": dict}."""
@@ -413,6 +465,45 @@ class _Run:
                 f"return dicts, lists, strings, numbers, booleans or None",
             ) from None
 
+    async def run_write(self, call: _Checked) -> str:
+        """Ask the approval policy, then run the write; a denial goes back to the model as the result."""
+        approval = await self.ask_approval(call)
+        if not approval.allowed:
+            return compact_json({"denied": True, "reason": approval.reason or "the write was not approved"})
+        self.check_before_tool_call()  # waiting for approval took time
+        self.usage.writes += 1
+        self.writing = call
+        try:
+            return await self.run_tool(call)
+        except ToolError as error:
+            if self.controller.signal.aborted:  # stopped mid-write: the tool rolled back; say so
+                outcome = {"rolled_back": True, "error": _describe(error.__cause__ or error)}
+                self.append({"role": "tool", "call_id": call.id, "content": compact_json(outcome)})
+            raise
+        finally:
+            self.writing = None
+
+    async def ask_approval(self, call: _Checked) -> Approval:
+        """The policy sees the call (with a copy of its checked args); it answers True, False or an Approval."""
+        try:
+            answer = await self.approve(ToolCall(call.id, call.name, copy_json(call.args)), self.controller.signal)  # type: ignore[misc]
+        except BaseException as error:
+            if _passes_through(error):
+                raise
+            message = (
+                f"approval failed: the approve policy raised {_describe(error)} for {call.name} (call {call.id!r})"
+            )
+            raise self.fail(ApprovalError, f"{message}; nothing was written") from error
+        if isinstance(answer, Approval):
+            return answer
+        if isinstance(answer, bool):
+            return Approval(answer)
+        raise self.fail(
+            ApprovalError,
+            f"approval failed: the approve policy answered {_describe_value(answer)} for {call.name} "
+            f"(call {call.id!r}); it must answer True, False or Approval(allowed, reason)",
+        )
+
     def finish(self, text: str, decision: Any) -> AgentResult:
         """The final answer, if it fits the output budget."""
         if len(text) > self.max_chars:
@@ -467,11 +558,16 @@ class _Run:
             return task.result()
         error = self.deadline_error() if why == "deadline" else self.aborted(self.outside.reason)  # type: ignore[union-attr]
         self.controller.abort(error)
+        if self.writing is not None:  # let the write commit or roll back, so that the history can say which
+            await asyncio.wait([task], timeout=WRITE_GRACE_MS / 1000)
+        if self.writing is not None:
+            unsettled = {"outcome": "unknown", "note": "the write was still running when the run stopped"}
+            self.append({"role": "tool", "call_id": self.writing.id, "content": compact_json(unsettled)})
         task.cancel()
         await asyncio.wait([task], timeout=CANCEL_GRACE_MS / 1000)
         if task.done() and not task.cancelled():
             task.exception()  # it ended with its own error while being stopped; ours is the verdict
-        raise error
+        raise self.attach(error) if isinstance(error, AgentError) else error
 
     # -- bookkeeping ---------------------------------------------------------
 
@@ -481,7 +577,7 @@ class _Run:
 
     def usage_now(self) -> Usage:
         elapsed = round((self.loop.time() - self.started) * 1000, 3)
-        return Usage(self.usage.turns, self.usage.calls, self.usage.chars, elapsed)
+        return dataclasses.replace(self.usage, elapsed_ms=elapsed)
 
     def fail(self, kind: type[AgentError], message: str, **details: Any) -> AgentError:
         """An error of `kind` that carries a copy of the history and the usage so far."""
@@ -624,6 +720,8 @@ def agent_loop_sync(
     max_chars: int = 50_000,
     signal: AbortSignal | None = None,
     forbid_repeats: bool = False,
+    approve: Callable[..., Any] | None = None,
+    max_writes: int = 4,
 ) -> AgentResult:
     """`agent_loop` for code that is not async: scripts, and Jupyter cells too.
 
@@ -643,6 +741,8 @@ def agent_loop_sync(
         max_chars=max_chars,
         signal=stop.signal,
         forbid_repeats=forbid_repeats,
+        approve=approve,
+        max_writes=max_writes,
     )
 
     def start() -> Any:
@@ -694,4 +794,13 @@ def _run_on_new_loop(start: Callable[[], Any]) -> Any:
         loop.close()
 
 
-__all__ = ["CANCEL_GRACE_MS", "AgentResult", "Limits", "Messages", "Usage", "agent_loop", "agent_loop_sync"]
+__all__ = [
+    "CANCEL_GRACE_MS",
+    "WRITE_GRACE_MS",
+    "AgentResult",
+    "Limits",
+    "Messages",
+    "Usage",
+    "agent_loop",
+    "agent_loop_sync",
+]

@@ -26,10 +26,23 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class Approval:
+    """An approval policy's answer about one write: allowed or not, and why.
+
+    A policy may also answer with a plain True or False.
+    """
+
+    allowed: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class Tool:
     """A tool the model may call: `validate` checks the args, `run` does the work.
 
-    `writes=True` marks a tool that changes data; see `agent_loop`'s `approve`.
+    `writes=True` marks a tool that changes data: the loop runs it only with
+    the approval of `agent_loop`'s `approve` policy, within `max_writes`, and
+    passes it the `ToolCall`, whose id is the write's idempotency key.
     """
 
     validate: Callable[[dict[str, Any]], Any]
@@ -81,4 +94,4 @@ def parse_lookup_args(args: Any) -> dict[str, str]:
     return {"id": str(value)}
 
 
-__all__ = ["Tool", "ToolCall", "parse_lookup_args"]
+__all__ = ["Approval", "Tool", "ToolCall", "parse_lookup_args"]
