@@ -197,8 +197,8 @@ async def agent_loop(
     Returns an `AgentResult`. Raises an `AgentError` subclass when a rule is
     enforced, or the signal's own reason when `signal` is aborted.
     `forbid_repeats=True` also refuses the same tool with the same args twice.
-    `approve(call, value)` is asked before each write and answers True, False
-    or an `Approval`; without it, no write runs.
+    `approve(call)` is asked before each write (a tool with `writes=True`) and
+    answers True, False or an `Approval`; without it, no write runs.
     """
     limits = Limits(
         _count("max_turns", max_turns),
@@ -231,13 +231,13 @@ class _Run:
         if signal is not None and not isinstance(signal, AbortSignal):
             raise ConfigError("signal must be an AbortSignal, such as AbortController().signal")
         if approve is not None and not callable(approve):
-            raise ConfigError("approve must be a function approve(call, value) that answers True or False")
+            raise ConfigError("approve must be a function approve(call) that answers True or False")
         self.limits = limits
         self.max_turns, self.max_calls, self.timeout_ms = limits.max_turns, limits.max_calls, limits.timeout_ms
         self.max_chars, self.max_writes = limits.max_chars, limits.max_writes
         self.forbid_repeats = bool(forbid_repeats)
         self.model = Callee(model, 2, "model")
-        self.approve = Callee(approve, 3, "approval") if approve is not None else None
+        self.approve = Callee(approve, 2, "approval") if approve is not None else None
         self.tools = _registry(tools)
         self.writing: _Checked | None = None  # the write in flight, if any
         self.outside = signal
@@ -265,14 +265,14 @@ class _Run:
             batch = self.check_batch(payload, decision)  # the whole batch, before anything runs
             self.append({"role": "assistant", "calls": [{"id": c.id, "name": c.name, "args": c.args} for c in batch]})
             for call in batch:
-                self.check_before_tool_call()
+                self.check_not_stopped()
                 self.usage.calls += 1
                 content = await (self.run_write(call) if call.tool.writes else self.run_tool(call))
                 self.append({"role": "tool", "call_id": call.id, "content": content})
 
     def check_before_model_call(self) -> None:
         """The signal, the deadline, the turn budget, then the context budget."""
-        self.check_before_tool_call()
+        self.check_not_stopped()
         if self.usage.turns >= self.max_turns:
             raise self.fail(
                 TurnBudgetError,
@@ -288,8 +288,8 @@ class _Run:
                 value=self.max_chars,
             )
 
-    def check_before_tool_call(self) -> None:
-        """Nothing starts after an abort or the deadline."""
+    def check_not_stopped(self) -> None:
+        """Nothing starts after an abort or the deadline: no model call, no tool, no write."""
         if self.outside is not None and self.outside.aborted:
             raise self.aborted(self.outside.reason)
         if self.loop.time() >= self.deadline:
@@ -470,7 +470,7 @@ class _Run:
         approval = await self.ask_approval(call)
         if not approval.allowed:
             return compact_json({"denied": True, "reason": approval.reason or "the write was not approved"})
-        self.check_before_tool_call()  # waiting for approval took time
+        self.check_not_stopped()  # waiting for approval took time
         self.usage.writes += 1
         self.writing = call
         try:
