@@ -110,6 +110,20 @@ class Blocks:
         return self.then
 
 
+class BlocksFirst:
+    """A plain (sync) model that blocks its thread for `delay_ms`, ignoring the signal, then lets `model` decide.
+
+    `model` may be async: the loop awaits what this returns.
+    """
+
+    def __init__(self, model: Callable[..., Any], delay_ms: float) -> None:
+        self.model, self.delay_ms = model, delay_ms
+
+    def __call__(self, messages: Sequence[dict[str, Any]], signal: AbortSignal) -> Any:
+        time.sleep(self.delay_ms / 1000)
+        return self.model(messages, signal)
+
+
 class Slow:
     """Wraps a model and thinks for `delay_ms` first, stopping early if the signal aborts."""
 
@@ -124,4 +138,4 @@ class Slow:
         raise reason
 
 
-__all__ = ["Blocks", "KeepsCalling", "NeverAnswers", "Scripted", "Slow", "call", "calls", "final"]
+__all__ = ["Blocks", "BlocksFirst", "KeepsCalling", "NeverAnswers", "Scripted", "Slow", "call", "calls", "final"]

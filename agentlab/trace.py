@@ -211,10 +211,13 @@ def _gauge(gauge: Gauge) -> str:
     )
 
 
-def render_html(run: Any) -> str:
-    """An HTML trace for Jupyter: steps, the refused proposal marked, and budget gauges."""
+def render_html(run: Any, *, headline: bool = True) -> str:
+    """An HTML trace for Jupyter: steps, the refused proposal marked, and budget gauges.
+
+    `headline=False` leaves out the first line (answered / stopped), for views that show a status of their own.
+    """
     ok = not isinstance(run, AgentError)
-    head = f"<div class='head {'ok' if ok else 'bad'}'>{html.escape(_headline(run))}</div>"
+    head = f"<div class='head {'ok' if ok else 'bad'}'>{html.escape(_headline(run))}</div>" if headline else ""
     rows = "".join(_row(step) for step in steps(run))
     meters = "".join(_gauge(g) for g in gauges(run))
     return f"{_STYLE}<div class='agentlab-trace'>{head}<table>{rows}</table><div class='gauges'>{meters}</div></div>"

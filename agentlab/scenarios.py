@@ -1,0 +1,481 @@
+"""Scenarios for the playground: one small, deterministic agent per notebook.
+
+A scenario is an input, a way to build a fresh (model, tools) pair from a few
+integer knobs, and the limits a run starts with. `run_scenario` runs it once
+with any of those changed; the playground (`agentlab.widgets`) puts a control
+on each. Every model here is a fake: fixed data, no randomness, no network, so
+the same settings always give the same trace.
+
+    result = await run_scenario(get_scenario("budgets"), max_calls=5)   # a ToolBudgetError, returned
+
+The defaults of each scenario give an instructive first run, and each knob and
+limit changes the outcome in a way the trace shows.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentlab.abort import AbortSignal
+from agentlab.adapters import from_decider
+from agentlab.errors import ConfigError
+from agentlab.examples import BOUNDARY_CASES, CATALOGUE, WEATHER_GOAL, WeatherDemo, lookup_tools, weather_tools
+from agentlab.fakes import BlocksFirst, Decision, Slow, call, calls, final
+from agentlab.loop import AgentResult, agent_loop
+from agentlab.tools import Tool
+
+Model = Callable[..., Any]
+Tools = Mapping[str, Tool]
+
+LIMIT_NAMES = ("max_turns", "max_calls", "timeout_ms", "max_chars")
+# The loop's own defaults, read from its signature so there is one source of truth.
+DEFAULT_LIMITS: dict[str, float] = {
+    name: inspect.signature(agent_loop).parameters[name].default for name in LIMIT_NAMES
+}
+
+
+@dataclass(frozen=True)
+class Knob:
+    """A scenario's own integer control, besides the loop's limits.
+
+    With `choices`, the value is an index: `choices[value]` says what it means
+    (the playground shows a drop-down instead of a slider).
+    """
+
+    name: str
+    label: str
+    minimum: int
+    maximum: int
+    default: int
+    step: int = 1
+    choices: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.choices and (self.minimum, self.maximum) != (0, len(self.choices) - 1):
+            raise ConfigError(
+                f"knob {self.name!r}: a knob with {len(self.choices)} choices ranges from 0 to {len(self.choices) - 1}"
+            )
+        if not self.minimum <= self.default <= self.maximum:
+            raise ConfigError(
+                f"knob {self.name!r}: its default {self.default} is outside {self.minimum}..{self.maximum}"
+            )
+
+    def check(self, value: Any) -> int:
+        """The value as an int, or a ConfigError that says what is allowed."""
+        if isinstance(value, bool) or not isinstance(value, int) or not self.minimum <= value <= self.maximum:
+            raise ConfigError(
+                f"{self.name} must be a whole number from {self.minimum} to {self.maximum}, got {value!r}"
+            )
+        return int(value)
+
+    def describe(self, value: int) -> str:
+        """What a value means, for status lines: the choice's text, or the number."""
+        return self.choices[value] if self.choices else str(value)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """An agent to play with: `build(knob values)` gives a fresh (model, tools) for each run."""
+
+    key: str
+    title: str
+    input: str
+    build: Callable[[Mapping[str, int]], tuple[Model, Tools]]
+    limits: Mapping[str, float] = field(default_factory=dict)
+    knobs: tuple[Knob, ...] = ()
+    forbid_repeats: bool = False
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.limits) - set(LIMIT_NAMES))
+        if unknown:
+            raise ConfigError(f"scenario {self.key!r}: unknown limits {unknown}; the limits are {list(LIMIT_NAMES)}")
+        names = [knob.name for knob in self.knobs]
+        clash = sorted({name for name in names if names.count(name) > 1 or name in LIMIT_NAMES or name == "signal"})
+        if clash:
+            raise ConfigError(f"scenario {self.key!r}: knob names must be unique and not a limit's, got {clash}")
+
+    def defaults(self) -> dict[str, float]:
+        """Every setting's starting value: the four limits, then the knobs."""
+        values = {name: self.limits.get(name, DEFAULT_LIMITS[name]) for name in LIMIT_NAMES}
+        values.update({knob.name: knob.default for knob in self.knobs})
+        return values
+
+    def resolve(self, overrides: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, int]]:
+        """Split settings into the loop's limits and checked knob values, defaults filled in.
+
+        Limits are checked by `agent_loop` itself; knobs here, against their range.
+        """
+        values: dict[str, Any] = self.defaults()
+        unknown = sorted(set(overrides) - set(values))
+        if unknown:
+            raise ConfigError(
+                f"scenario {self.key!r} has no setting {', '.join(map(repr, unknown))}; "
+                f"its settings are: {', '.join(values)}"
+            )
+        values.update(overrides)
+        knobs = {knob.name: knob.check(values[knob.name]) for knob in self.knobs}
+        return {name: values[name] for name in LIMIT_NAMES}, knobs
+
+
+async def run_scenario(scenario: Scenario | str, **overrides: Any) -> AgentResult | Exception:
+    """Run a scenario once with some settings changed (limits, knobs, or `signal`).
+
+    Never raises the run's error: returns it, so that a caller (the playground,
+    a notebook cell) shows every outcome the same way. Bad settings come back
+    as a ConfigError too.
+    """
+    signal: AbortSignal | None = overrides.pop("signal", None)
+    try:
+        chosen = get_scenario(scenario) if isinstance(scenario, str) else scenario
+        limits, knobs = chosen.resolve(overrides)
+        model, tools = chosen.build(knobs)
+        return await agent_loop(
+            chosen.input, model, tools, **limits, signal=signal, forbid_repeats=chosen.forbid_repeats
+        )
+    except Exception as error:
+        return error
+
+
+def get_scenario(key: str) -> Scenario:
+    """The scenario named `key`; a ConfigError lists the keys if there is none."""
+    try:
+        return SCENARIOS[key]
+    except (KeyError, TypeError):
+        raise ConfigError(f"no scenario {key!r}; the scenarios are: {', '.join(SCENARIOS)}") from None
+
+
+# -- helpers the models share ----------------------------------------------------
+
+
+def _asked(messages: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Every call the model made so far, by call id."""
+    return {c["id"]: c for m in messages if "calls" in m for c in m["calls"]}
+
+
+def _results(messages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Every tool result so far, parsed, by the call id it is tied to."""
+    return {m["call_id"]: json.loads(m["content"]) for m in messages if m.get("role") == "tool"}
+
+
+def _turn(messages: Sequence[Mapping[str, Any]]) -> int:
+    """The turn the model is deciding now (1 for the first)."""
+    return 1 + sum(1 for m in messages if "calls" in m)
+
+
+def _describe_book(record: Mapping[str, Any]) -> str:
+    if not record.get("found"):
+        return f"{record.get('id')}: no such book"
+    shelf = "on the shelf" if record["available"] else "on loan"
+    return f"{record['id']}: {record['title']} ({shelf})"
+
+
+BOOKS = tuple(CATALOGUE)  # "A", "B", "C"
+
+
+# -- call_ids: each result reaches the model tied to its call id -------------------
+
+
+class ReadsResultsById:
+    """Looks up the first `books` books, `per_turn` per batch, then answers from the results.
+
+    The answer pairs each call with its result through the call id alone, the
+    way a real model reads the history.
+    """
+
+    def __init__(self, books: int, per_turn: int) -> None:
+        self.books, self.per_turn = BOOKS[:books], per_turn
+
+    async def __call__(self, messages: Sequence[Mapping[str, Any]], signal: AbortSignal) -> Decision:
+        asked, results = _asked(messages), _results(messages)
+        looked_up = [c["args"]["id"] for c in asked.values()]
+        pending = [book for book in self.books if book not in looked_up]
+        if pending:
+            start = len(asked) + 1
+            batch = pending[: self.per_turn]
+            return calls(*(call("lookup", {"id": book}, f"c{start + i}") for i, book in enumerate(batch)))
+        return final("; ".join(f"{call_id} → {_describe_book(results[call_id])}" for call_id in asked))
+
+
+def _build_call_ids(knobs: Mapping[str, int]) -> tuple[Model, Tools]:
+    return ReadsResultsById(knobs["books"], knobs["per_turn"]), lookup_tools()
+
+
+# -- tool_names: a bad or inherited name runs nothing --------------------------------
+
+TOOL_NAMES = ("lookup", "deleteEverything", "toString", "__class__", "keys", "Lookup", "lookup ")
+
+
+def _proposes_name(name: str, good_before: int) -> Model:
+    """Asks for `good_before` good lookups and then `name`, in one batch; then answers."""
+
+    async def model(messages: Sequence[Mapping[str, Any]], signal: AbortSignal) -> Decision:
+        if _turn(messages) == 1:
+            good = [call("lookup", {"id": BOOKS[i]}, f"c{i + 1}") for i in range(good_before)]
+            return calls(*good, call(name, {"id": "A"}, f"c{good_before + 1}"))
+        return final("; ".join(_describe_book(result) for result in _results(messages).values()))
+
+    return model
+
+
+def _build_tool_names(knobs: Mapping[str, int]) -> tuple[Model, Tools]:
+    return _proposes_name(TOOL_NAMES[knobs["name"]], knobs["good_calls_before"]), lookup_tools()
+
+
+# -- tool_args: invalid args never reach run ------------------------------------------
+
+TOOL_ARGS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ('{"id": "A"} (valid)', {"id": "A"}),
+    ('{"id": 7} (a number)', {"id": 7}),
+    ("{} (no id)", {}),
+    ('{"id": "A", "admin": true} (an extra key)', {"id": "A", "admin": True}),
+    ('{"id": ""} (empty)', {"id": ""}),
+    ('{"id": "xxx…"} (65 characters)', {"id": "x" * 65}),
+    ('{"id": "Z"} (valid, not in the catalogue)', {"id": "Z"}),
+)
+
+
+def _proposes_args(args: dict[str, Any]) -> Model:
+    """Asks for one lookup with `args`, then reports what came back."""
+
+    async def model(messages: Sequence[Mapping[str, Any]], signal: AbortSignal) -> Decision:
+        if _turn(messages) == 1:
+            return calls(call("lookup", dict(args), "c1"))
+        return final(_describe_book(_results(messages)["c1"]))
+
+    return model
+
+
+def _build_tool_args(knobs: Mapping[str, int]) -> tuple[Model, Tools]:
+    return _proposes_args(TOOL_ARGS[knobs["args"]][1]), lookup_tools()
+
+
+# -- budgets: the tool-call and turn budgets ------------------------------------------
+
+
+class Busy:
+    """Asks for `calls_per_turn` lookups a turn for `turns_before_answer` turns, then answers."""
+
+    def __init__(self, calls_per_turn: int, turns_before_answer: int) -> None:
+        self.calls_per_turn, self.turns_before_answer = calls_per_turn, turns_before_answer
+
+    async def __call__(self, messages: Sequence[Mapping[str, Any]], signal: AbortSignal) -> Decision:
+        turn, done = _turn(messages), len(_asked(messages))
+        if turn > self.turns_before_answer:
+            return final(f"done: {done} lookups in {turn - 1} turns, then this answer in turn {turn}")
+        ids = range(done + 1, done + 1 + self.calls_per_turn)
+        return calls(*(call("lookup", {"id": BOOKS[(n - 1) % len(BOOKS)]}, f"c{n}") for n in ids))
+
+
+def _build_budgets(knobs: Mapping[str, int]) -> tuple[Model, Tools]:
+    return Busy(knobs["calls_per_turn"], knobs["turns_before_answer"]), lookup_tools()
+
+
+# -- duplicate_ids: a repeated call id is refused --------------------------------------
+
+
+class ReusesId:
+    """One lookup a turn (ids c1, c2, ...) for `turns` turns, but on turn `reuse_on_turn` it reuses c1.
+
+    On turn 1 the reuse is within the batch: two calls both named c1.
+    0 means it never reuses an id.
+    """
+
+    def __init__(self, turns: int, reuse_on_turn: int) -> None:
+        self.turns, self.reuse_on_turn = turns, reuse_on_turn
+
+    async def __call__(self, messages: Sequence[Mapping[str, Any]], signal: AbortSignal) -> Decision:
+        turn = _turn(messages)
+        if turn > self.turns:
+            return final("; ".join(_describe_book(result) for result in _results(messages).values()))
+        book = BOOKS[(turn - 1) % len(BOOKS)]
+        if turn != self.reuse_on_turn:
+            return calls(call("lookup", {"id": book}, f"c{turn}"))
+        if turn == 1:
+            return calls(call("lookup", {"id": "A"}, "c1"), call("lookup", {"id": "B"}, "c1"))
+        return calls(call("lookup", {"id": book}, "c1"))
+
+
+def _build_duplicate_ids(knobs: Mapping[str, int]) -> tuple[Model, Tools]:
+    return ReusesId(knobs["turns"], knobs["reuse_id_on_turn"]), lookup_tools()
+
+
+# -- deadline: the deadline holds against a slow, deaf or blocking model ----------------
+
+
+def _looks_up_then_answers() -> Model:
+    """Looks book A up, then answers with its title."""
+
+    async def model(messages: Sequence[Mapping[str, Any]], signal: AbortSignal) -> Decision:
+        if _turn(messages) == 1:
+            return calls(call("lookup", {"id": "A"}, "c1"))
+        return final(_describe_book(_results(messages)["c1"]))
+
+    return model
+
+
+def _build_deadline(knobs: Mapping[str, int]) -> tuple[Model, Tools]:
+    delay = knobs["model_delay_ms"]
+    model = BlocksFirst(_looks_up_then_answers(), delay) if knobs["blocking"] else Slow(_looks_up_then_answers(), delay)
+    return model, lookup_tools()
+
+
+# -- limits: the context budget, the output budget, and cancellation -------------------
+
+_NOTES = "The model proposes; the application verifies and executes. "
+
+
+def _text(size: int, prefix: str = "") -> str:
+    """Deterministic filler text of exactly `size` characters."""
+    body = prefix + _NOTES * (size // len(_NOTES) + 1)
+    return body[:size]
+
+
+def _fetch_tool(result_size: int) -> Tools:
+    def validate(args: Mapping[str, Any]) -> None:
+        if set(args) != {"page"} or not isinstance(args["page"], str):
+            raise ValueError('expected exactly {"page": <a string>}')
+
+    async def run(args: Mapping[str, Any]) -> dict[str, Any]:
+        return {"page": args["page"], "text": _text(result_size)}
+
+    return {"fetch": Tool(validate=validate, run=run, description="Fetch a page of notes.")}
+
+
+def _reads_then_summarises(answer_size: int) -> Model:
+    async def model(messages: Sequence[Mapping[str, Any]], signal: AbortSignal) -> Decision:
+        if _turn(messages) == 1:
+            return calls(call("fetch", {"page": "notes"}, "c1"))
+        return final(_text(answer_size, "Summary: "))
+
+    return model
+
+
+def _build_limits(knobs: Mapping[str, int]) -> tuple[Model, Tools]:
+    model = _reads_then_summarises(knobs["answer_size"])
+    if knobs["model_delay_ms"]:
+        model = Slow(model, knobs["model_delay_ms"])
+    return model, _fetch_tool(knobs["result_size"])
+
+
+# -- weather: the tutorial's agent and its boundary cases -------------------------------
+
+WEATHER_CASES = ("the demo model", *BOUNDARY_CASES)
+
+
+def _build_weather(knobs: Mapping[str, int]) -> tuple[Model, Tools]:
+    case = WEATHER_CASES[knobs["case"]]
+    decider = WeatherDemo() if knobs["case"] == 0 else BOUNDARY_CASES[case]
+    return from_decider(decider), weather_tools()
+
+
+SCENARIOS: dict[str, Scenario] = {
+    scenario.key: scenario
+    for scenario in (
+        Scenario(
+            key="call_ids",
+            title="Each result reaches the model tied to its call id",
+            input="Look up the books in the catalogue: which can I borrow?",
+            build=_build_call_ids,
+            limits={"max_turns": 6, "max_calls": 8, "timeout_ms": 2000, "max_chars": 2000},
+            knobs=(
+                Knob("books", "books to look up", 1, len(BOOKS), 3),
+                Knob("per_turn", "lookups per turn", 1, len(BOOKS), 2),
+            ),
+        ),
+        Scenario(
+            key="tool_names",
+            title="A bad or inherited tool name runs nothing",
+            input="Look up book A.",
+            build=_build_tool_names,
+            limits={"max_turns": 6, "max_calls": 8, "timeout_ms": 2000, "max_chars": 2000},
+            knobs=(
+                Knob("name", "tool name proposed", 0, len(TOOL_NAMES) - 1, 2, choices=TOOL_NAMES),
+                Knob("good_calls_before", "good calls before it", 0, 2, 1),
+            ),
+        ),
+        Scenario(
+            key="tool_args",
+            title="Invalid args never reach run",
+            input="Look up book A.",
+            build=_build_tool_args,
+            limits={"max_turns": 6, "max_calls": 8, "timeout_ms": 2000, "max_chars": 2000},
+            knobs=(Knob("args", "args proposed", 0, len(TOOL_ARGS) - 1, 1, choices=tuple(a for a, _ in TOOL_ARGS)),),
+        ),
+        Scenario(
+            key="budgets",
+            title="The tool-call budget and the turn budget",
+            input="Check every book, again and again.",
+            build=_build_budgets,
+            limits={"max_turns": 4, "max_calls": 6, "timeout_ms": 2000, "max_chars": 4000},
+            knobs=(
+                Knob("calls_per_turn", "calls per turn", 1, 5, 2),
+                Knob("turns_before_answer", "turns before answering", 0, 8, 3),
+            ),
+        ),
+        Scenario(
+            key="duplicate_ids",
+            title="A repeated call id is refused",
+            input="Look up books A, B and C, one a turn.",
+            build=_build_duplicate_ids,
+            limits={"max_turns": 6, "max_calls": 8, "timeout_ms": 2000, "max_chars": 2000},
+            knobs=(
+                Knob("turns", "lookup turns", 1, 4, 3),
+                Knob("reuse_id_on_turn", "reuse id c1 on turn (0: never)", 0, 4, 2),
+            ),
+        ),
+        Scenario(
+            key="deadline",
+            title="The deadline holds against a slow or blocking model",
+            input="Look up book A.",
+            build=_build_deadline,
+            limits={"max_turns": 6, "max_calls": 8, "timeout_ms": 400, "max_chars": 2000},
+            knobs=(
+                Knob("model_delay_ms", "model thinks (ms a turn)", 0, 1500, 250, step=10),
+                Knob(
+                    "blocking",
+                    "the model",
+                    0,
+                    1,
+                    0,
+                    choices=("awaits (honours the signal)", "blocks its thread (ignores the signal)"),
+                ),
+            ),
+        ),
+        Scenario(
+            key="limits",
+            title="The context budget, the output budget and cancellation",
+            input="Fetch my notes and summarise them.",
+            build=_build_limits,
+            limits={"max_turns": 6, "max_calls": 8, "timeout_ms": 10_000, "max_chars": 800},
+            knobs=(
+                Knob("result_size", "chars the tool returns", 0, 3000, 400, step=10),
+                Knob("answer_size", "chars of the answer", 0, 1500, 120, step=10),
+                Knob("model_delay_ms", "model thinks (ms a turn)", 0, 5000, 0, step=100),
+            ),
+        ),
+        Scenario(
+            key="weather",
+            title="The tutorial's weather agent, and its boundaries",
+            input=WEATHER_GOAL,
+            build=_build_weather,
+            limits={"max_turns": 5, "max_calls": 8, "timeout_ms": 5000, "max_chars": 2000},
+            knobs=(Knob("case", "the model", 0, len(WEATHER_CASES) - 1, 0, choices=WEATHER_CASES),),
+            forbid_repeats=True,
+        ),
+    )
+}
+
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "LIMIT_NAMES",
+    "SCENARIOS",
+    "Knob",
+    "Scenario",
+    "get_scenario",
+    "run_scenario",
+]

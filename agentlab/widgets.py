@@ -1,0 +1,311 @@
+"""The playground: a scenario with a control per limit, re-run live, its trace shown below.
+
+    from agentlab.widgets import playground
+    playground("budgets")                     # a notebook cell: controls, Stop, status and trace
+    pg = playground("budgets", max_calls=5)   # start from other settings
+    pg.controls["max_turns"].value = 3        # what a learner's slider does
+    await pg.settled(); pg.status             # '✗ TurnBudgetError: turn budget exhausted: ...'
+
+How it stays responsive. Every run happens on a worker thread with an event
+loop of its own, never on the kernel's. A control's callback only aborts the
+run in flight (through the AbortController whose signal that run was given)
+and starts the next one, so it returns at once: a slow or blocking model never
+freezes the notebook, dragging a slider never piles runs up, and it works the
+same whether or not the host pumps the kernel's event loop between cells. A run
+writes its outcome into the HTML widget `view` when it ends, unless a newer run
+has replaced it. (ipywidgets allows setting a widget's value from a thread.)
+
+The view is written by `render_view`, a pure function of the outcome, so what
+a learner sees, the tests assert and nbval compares is the same text; nothing
+is printed into Output widgets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import html
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import ipywidgets as widgets
+
+from agentlab.abort import AbortController
+from agentlab.errors import AbortError, ConfigError
+from agentlab.loop import AgentResult, _run_on_new_loop
+from agentlab.scenarios import LIMIT_NAMES, Scenario, get_scenario, run_scenario
+from agentlab.trace import clip, render_html, render_text
+
+Outcome = AgentResult | BaseException
+
+# The smallest maximum and the step of each limit's slider; a start value
+# beyond the maximum widens the slider to twice that value.
+_LIMIT_RANGES: dict[str, tuple[int, int]] = {
+    "max_turns": (12, 1),
+    "max_calls": (16, 1),
+    "timeout_ms": (2000, 10),
+    "max_chars": (2000, 1),
+}
+STOPPED = "aborted: the Stop button was pressed"
+REPLACED = "aborted: a newer run replaced this one"
+
+
+def playground(scenario: Scenario | str, **settings: Any) -> Playground:
+    """A live playground for `scenario` (a Scenario or a key of `SCENARIOS`), starting from `settings`.
+
+    `settings` may set any limit (max_turns, max_calls, timeout_ms, max_chars)
+    and any of the scenario's knobs. The scenario runs once before this returns,
+    so the cell's output shows a finished run.
+    """
+    return Playground(scenario, **settings)
+
+
+@dataclass
+class _Flight:
+    """One run in flight: its settings, the controller that stops it, and its outcome when it ends."""
+
+    settings: dict[str, int]
+    controller: AbortController = field(default_factory=AbortController)
+    done: concurrent.futures.Future[Outcome] = field(default_factory=concurrent.futures.Future)
+
+
+class Playground:
+    """Controls for a scenario's limits and knobs, a Stop button, and a view of the last run.
+
+    `controls` maps each setting's name to its widget, `stop` aborts the run in
+    flight, `view` shows the status line above the trace. `status` and
+    `outcome` describe the last finished run; `await settled()` waits for the
+    run in flight. `box` is the whole widget.
+    """
+
+    def __init__(self, scenario: Scenario | str, **settings: Any) -> None:
+        self.scenario = scenario if isinstance(scenario, Scenario) else get_scenario(scenario)
+        start = self.scenario.defaults()
+        unknown = sorted(set(settings) - set(start))
+        if unknown:
+            raise ConfigError(
+                f"the playground {self.scenario.key!r} has no setting {', '.join(map(repr, unknown))}; "
+                f"its settings are: {', '.join(start)}"
+            )
+        start.update({name: self._checked(name, value) for name, value in settings.items()})
+        self.controls: dict[str, widgets.ValueWidget] = {name: self._control(name, start[name]) for name in start}
+        self.stop = widgets.Button(
+            description="Stop",
+            icon="stop",
+            tooltip="abort the run in flight through its abort signal",
+            disabled=True,
+            layout=widgets.Layout(width="8em"),
+        )
+        self.view = widgets.HTML()
+        self.box = widgets.VBox(
+            [
+                widgets.HBox(
+                    [
+                        self._column("the loop's limits", LIMIT_NAMES),
+                        self._column("the scenario", [knob.name for knob in self.scenario.knobs]),
+                    ],
+                    layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start"),
+                ),
+                self.stop,
+                self.view,
+            ]
+        )
+        self.status = ""
+        self.outcome: Outcome | None = None
+        self._shown: dict[str, int] = {}  # the settings of the run `outcome` came from
+        self._lock = threading.Lock()
+        self._flight: _Flight | None = None
+        self._start().done.result()  # the first run, before anything is displayed
+        for control in self.controls.values():
+            control.observe(self._on_change, names="value")
+        self.stop.on_click(self._on_stop)
+
+    # -- what a notebook and a test use -----------------------------------------
+
+    def settings(self) -> dict[str, int]:
+        """The controls' current values, by setting name."""
+        return {name: control.value for name, control in self.controls.items()}
+
+    async def settled(self) -> None:
+        """Wait until no run is in flight, so `status`, `outcome` and `view` show the latest settings."""
+        while (flight := self._in_flight()) is not None:
+            await asyncio.wrap_future(flight.done)
+
+    def close(self) -> None:
+        """Abort the run in flight and close every widget of the playground."""
+        flight = self._in_flight()
+        if flight is not None:
+            flight.controller.abort(AbortError("aborted: the playground was closed"))
+        for widget in (*self.controls.values(), self.stop, self.view, self.box):
+            widget.close()
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        """The live widget, plus a static snapshot of the last run for GitHub, nbviewer and nbval."""
+        bundle = dict(self.box._repr_mimebundle_(**kwargs) or {})
+        with self._lock:
+            outcome, shown = self.outcome, dict(self._shown)
+        bundle["text/html"] = render_view(self.scenario, shown, outcome)
+        bundle["text/plain"] = render_plain(self.scenario, shown, outcome)
+        return bundle
+
+    # -- running -------------------------------------------------------------------
+
+    def _start(self) -> _Flight:
+        """Start a run with the current settings; abort the one in flight, whose outcome is dropped."""
+        flight = _Flight(self.settings())
+        flight.done.set_running_or_notify_cancel()  # nobody may cancel it: the worker always settles it
+        with self._lock:
+            previous, self._flight = self._flight, flight
+            self._write_view(running=True)
+        if previous is not None:
+            previous.controller.abort(AbortError(REPLACED))
+        name = f"agentlab playground {self.scenario.key}"
+        threading.Thread(target=self._fly, args=(flight,), name=name, daemon=True).start()
+        return flight
+
+    def _fly(self, flight: _Flight) -> None:
+        """The worker thread: run the scenario on a loop of its own, then show the outcome if still wanted."""
+
+        def start() -> Any:
+            return run_scenario(self.scenario, signal=flight.controller.signal, **flight.settings)
+
+        try:
+            outcome: Outcome = _run_on_new_loop(start)
+        except BaseException as error:  # an abort reason that is not an Exception; never leave `done` unset
+            outcome = error
+        with self._lock:
+            if self._flight is flight:
+                self._flight = None
+                self.outcome, self.status, self._shown = outcome, status_line(outcome), flight.settings
+                self._write_view(running=False)
+        flight.done.set_result(outcome)
+
+    def _write_view(self, *, running: bool) -> None:
+        """Render the view and the Stop button's state (called with the lock held)."""
+        self.view.value = render_view(self.scenario, self._shown, self.outcome, running=running)
+        self.stop.disabled = not running
+
+    def _in_flight(self) -> _Flight | None:
+        with self._lock:
+            return self._flight
+
+    def _on_change(self, change: Mapping[str, Any]) -> None:
+        self._start()
+
+    def _on_stop(self, button: widgets.Button) -> None:
+        flight = self._in_flight()
+        if flight is not None:
+            flight.controller.abort(AbortError(STOPPED))
+
+    # -- building the controls -------------------------------------------------------
+
+    def _checked(self, name: str, value: Any) -> int:
+        """A start value for a control: a knob within its range, a limit a whole number >= 0."""
+        for knob in self.scenario.knobs:
+            if knob.name == name:
+                return knob.check(value)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(f"{name} must be a whole number >= 0 for the playground's slider, got {value!r}")
+        return value
+
+    def _control(self, name: str, value: int) -> widgets.ValueWidget:
+        style = {"description_width": "13em"}
+        layout = widgets.Layout(width="34em")
+        knob = next((knob for knob in self.scenario.knobs if knob.name == name), None)
+        if knob is None:
+            least, step = _LIMIT_RANGES[name]
+            return widgets.IntSlider(
+                value=value,
+                min=0,
+                max=max(least, 2 * value),
+                step=step,
+                description=name,
+                style=style,
+                layout=layout,
+            )
+        if knob.choices:
+            options = [(choice, index) for index, choice in enumerate(knob.choices)]
+            return widgets.Dropdown(options=options, value=value, description=knob.label, style=style, layout=layout)
+        return widgets.IntSlider(
+            value=value,
+            min=knob.minimum,
+            max=knob.maximum,
+            step=knob.step,
+            description=knob.label,
+            style=style,
+            layout=layout,
+        )
+
+    def _column(self, caption: str, names: Any) -> widgets.VBox:
+        header = widgets.HTML(f"<b>{html.escape(caption)}</b>")
+        return widgets.VBox([header, *(self.controls[name] for name in names)])
+
+
+# -- rendering: pure functions of an outcome --------------------------------------------
+
+
+def status_line(outcome: Outcome | None) -> str:
+    """One line for a finished run: the answer, or the error's type and message."""
+    if outcome is None:
+        return "not run yet"
+    if isinstance(outcome, AgentResult):
+        return f"✓ answered: {clip(outcome.text, 200)}"
+    return f"✗ {type(outcome).__name__}: {outcome}"
+
+
+def describe_settings(scenario: Scenario, settings: Mapping[str, int]) -> str:
+    """The settings of a run as `name=value` pairs; a knob with choices shows its choice."""
+    knobs = {knob.name: knob for knob in scenario.knobs}
+    parts = []
+    for name, value in settings.items():
+        knob = knobs.get(name)
+        parts.append(f"{name}={knob.describe(value) if knob is not None else value}")
+    return " · ".join(parts)
+
+
+_STYLE = """
+<style>
+.agentlab-playground{font-family:var(--jp-ui-font-family,sans-serif);color:var(--jp-content-font-color1,inherit);
+  max-width:62em}
+.agentlab-playground .title{color:var(--jp-content-font-color2,#6e7781);font-size:90%}
+.agentlab-playground .status{font-weight:bold;margin:4px 0;white-space:pre-wrap;word-break:break-word}
+.agentlab-playground .status.ok{color:var(--jp-success-color1,#1a7f37)}
+.agentlab-playground .status.bad{color:var(--jp-error-color1,#cf222e)}
+.agentlab-playground .status.running{color:var(--jp-warn-color1,#9a6700)}
+.agentlab-playground .settings{color:var(--jp-content-font-color2,#6e7781);font-size:90%;margin-bottom:4px}
+.agentlab-playground .stale{opacity:.45}
+</style>
+"""
+
+
+def render_view(scenario: Scenario, settings: Mapping[str, int], outcome: Outcome | None, running: bool = False) -> str:
+    """The playground's view: a title, the status line, the settings, and the trace of the last run.
+
+    While a run is in flight the status says so and the last trace stays, faded.
+    """
+    e = html.escape
+    if running:
+        status, kind = "⏳ running… (Stop aborts it)", "running"
+    else:
+        status, kind = status_line(outcome), "ok" if isinstance(outcome, AgentResult) else "bad"
+    trace = render_html(outcome, headline=False) if outcome is not None else ""
+    return (
+        f"{_STYLE}<div class='agentlab-playground'>"
+        f"<div class='title'>playground · {e(scenario.key)} · {e(scenario.title)}</div>"
+        f"<div class='status {kind}'>{e(status)}</div>"
+        f"<div class='{'stale' if running else 'last'}'>"
+        f"<div class='settings'>{e(describe_settings(scenario, settings))}</div>{trace}</div></div>"
+    )
+
+
+def render_plain(scenario: Scenario, settings: Mapping[str, int], outcome: Outcome | None) -> str:
+    """The last run as plain text: the settings, then its trace."""
+    trace = render_text(outcome) if outcome is not None else status_line(None)
+    return f"playground {scenario.key}: {describe_settings(scenario, settings)}\n{trace}"
+
+
+__all__ = ["Playground", "describe_settings", "playground", "render_plain", "render_view", "status_line"]
