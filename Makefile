@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 READY := $(VENV)/.ready
 
-.PHONY: lab test lint format clean
+.PHONY: lab test lint format bench clean
 
 $(READY): requirements.txt pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "agentlab needs Python 3.11 or newer"'
@@ -28,6 +28,19 @@ lint: $(READY)
 format: $(READY)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
+
+# The comparison frameworks go into benchmarks/.venv, never into the learner's .venv.
+BENCH_VENV := benchmarks/.venv
+BENCH_READY := $(BENCH_VENV)/.ready
+
+$(BENCH_READY): benchmarks/requirements.txt
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install --quiet -r benchmarks/requirements.txt
+	touch $(BENCH_READY)
+
+bench: $(BENCH_READY)  ## agentlab vs. a bare loop, pydantic-ai and openai-agents: one table (a few minutes)
+	$(BENCH_VENV)/bin/python benchmarks/bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
