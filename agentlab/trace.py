@@ -1,8 +1,9 @@
-"""A trace of a finished run: what the model proposed, what ran, what came back.
+"""A trace of a finished run: what the model proposed, what ran, what came back, and where it stopped.
 
 `render_text(run)` is for terminals (the CLI demo); `render_html(run)` is what
 `AgentResult` and `AgentError` show in Jupyter. Both take an `AgentResult` or
-an `AgentError` and read the same list of `Step`s, so they always agree.
+an exception (usually an `AgentError`) and read the same `steps` and
+`gauges`, so they always agree.
 
 Output is deterministic, because nbval compares it: no ids but the model's
 own call ids, no memory addresses, and time shown only against its limit
@@ -16,25 +17,30 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from agentlab.errors import AgentError, BudgetError, DeadlineError
+from agentlab.errors import BudgetError, DeadlineError, OutputBudgetError, ToolBudgetError
 
 CLIP = 160
 
 
 @dataclass(frozen=True)
 class Step:
-    """One line of a trace. `kind` is user, call, result, final, rejected or error."""
+    """One line of a trace. `kind` is user, call, result, final, rejected or error.
+
+    A call, a result and a rejected call carry the `call_id` and the tool `name`;
+    the error says `where` the run stopped ("before turn 5", "in turn 2, during call c3").
+    """
 
     kind: str
     turn: int
     text: str
     call_id: str = ""
     name: str = ""
+    where: str = ""
 
 
 @dataclass(frozen=True)
 class Gauge:
-    """One budget: how much was used of how much was allowed."""
+    """One budget: how much was used of how much was allowed, and whether it tripped."""
 
     name: str
     used: float | None
@@ -58,50 +64,85 @@ def _json(value: Any) -> str:
 
 
 def steps(run: Any) -> list[Step]:
-    """The steps of a run (an AgentResult or an AgentError), in order."""
+    """The steps of a run (an AgentResult or an exception), in order; an error's last step says where it stopped."""
     out: list[Step] = []
     turn = 0
-    for message in getattr(run, "history", []) or []:
+    names: dict[str, str] = {}  # call id -> tool name, to label each result with its call
+    pending: list[str] = []  # calls of the last batch with no result yet
+    for message in getattr(run, "history", None) or []:
         if message.get("role") == "user":
             out.append(Step("user", turn, str(message.get("content", ""))))
         elif "calls" in message:
             turn += 1
+            pending = []
             for call in message["calls"]:
-                out.append(Step("call", turn, _json(call.get("args")), str(call.get("id")), str(call.get("name"))))
+                call_id, name = str(call.get("id")), str(call.get("name"))
+                names[call_id] = name
+                pending.append(call_id)
+                out.append(Step("call", turn, _json(call.get("args")), call_id, name))
         elif message.get("role") == "tool":
-            out.append(Step("result", turn, str(message.get("content", "")), str(message.get("call_id"))))
+            call_id = str(message.get("call_id"))
+            if call_id in pending:
+                pending.remove(call_id)
+            out.append(Step("result", turn, str(message.get("content", "")), call_id, names.get(call_id, "")))
         elif message.get("role") == "assistant":
             turn += 1
             out.append(Step("final", turn, str(message.get("content", ""))))
     if isinstance(run, BaseException):
-        usage = getattr(run, "usage", None)
-        turn = max(turn, getattr(usage, "turns", turn) or turn)
-        rejected = getattr(run, "rejected", None)
-        if isinstance(rejected, dict) and isinstance(rejected.get("calls"), list):
-            for call in rejected["calls"]:
-                if isinstance(call, dict):
-                    args = _json(call.get("args"))
-                    out.append(Step("rejected", turn, args, str(call.get("id")), str(call.get("name"))))
-                else:
-                    out.append(Step("rejected", turn, _json(call)))
-        elif rejected is not None:
-            out.append(Step("rejected", turn, _json(rejected)))
-        out.append(Step("error", turn, f"{type(run).__name__}: {run}"))
+        out.extend(_stop_steps(run, turn, pending))
+    return out
+
+
+def _stop_steps(error: BaseException, turns_in_history: int, pending: list[str]) -> list[Step]:
+    """The refused proposal (if any) and the error, with where the run stopped."""
+    usage = getattr(error, "usage", None)
+    turns = getattr(usage, "turns", None)
+    rejected = getattr(error, "rejected", None)
+    out: list[Step] = []
+    turn = max(turns_in_history, turns or 0)
+    if isinstance(rejected, dict) and isinstance(rejected.get("calls"), list):
+        for call in rejected["calls"]:
+            if isinstance(call, dict):
+                out.append(Step("rejected", turn, _json(call.get("args")), str(call.get("id")), str(call.get("name"))))
+            else:
+                out.append(Step("rejected", turn, _json(call)))
+    elif isinstance(rejected, dict) and rejected.get("kind") == "final" and isinstance(rejected.get("text"), str):
+        out.append(Step("rejected", turn, rejected["text"], name="final"))
+    elif rejected is not None:
+        out.append(Step("rejected", turn, _json(rejected)))
+    if turns is None:
+        where = ""
+    elif rejected is not None:
+        where = f"in turn {turn}, refusing the model's proposal"
+    elif pending:
+        where = f"in turn {turn}, during call {pending[0]}"
+    elif turns > turns_in_history:
+        where = f"in turn {turn}, while the model was deciding"
+    else:
+        where = f"before turn {turn + 1}"
+    out.append(Step("error", turn, f"{type(error).__name__}: {error}", where=where))
     return out
 
 
 def gauges(run: Any) -> list[Gauge]:
-    """Used against allowed for turns, calls, characters and time (time only coarsely)."""
+    """Used against allowed for turns, calls, characters and time (time only coarsely), the tripped one marked."""
     usage, limits = getattr(run, "usage", None), getattr(run, "limits", None)
     if usage is None or limits is None:
         return []
-    tripped = getattr(run, "limit", "") if isinstance(run, BudgetError) else ""
+    tripped = run.limit if isinstance(run, BudgetError) else ""
+    calls = f"{usage.calls} / {limits.max_calls}"
+    rejected = getattr(run, "rejected", None)
+    if isinstance(run, ToolBudgetError) and isinstance(rejected, dict) and isinstance(rejected.get("calls"), list):
+        calls += f" (+{len(rejected['calls'])} refused)"
+    chars = f"{usage.chars} / {limits.max_chars}"
+    if isinstance(run, OutputBudgetError) and isinstance(rejected, dict) and isinstance(rejected.get("text"), str):
+        chars += f" (final text {len(rejected['text'])})"
     over_time = isinstance(run, DeadlineError)
     timeout = f"{limits.timeout_ms:g} ms"
-    return [
+    out = [
         Gauge("turns", usage.turns, limits.max_turns, tripped == "max_turns", f"{usage.turns} / {limits.max_turns}"),
-        Gauge("calls", usage.calls, limits.max_calls, tripped == "max_calls", f"{usage.calls} / {limits.max_calls}"),
-        Gauge("chars", usage.chars, limits.max_chars, tripped == "max_chars", f"{usage.chars} / {limits.max_chars}"),
+        Gauge("calls", usage.calls, limits.max_calls, tripped == "max_calls", calls),
+        Gauge("chars", usage.chars, limits.max_chars, tripped == "max_chars", chars),
         Gauge(
             "time",
             None,
@@ -110,10 +151,14 @@ def gauges(run: Any) -> list[Gauge]:
             f"limit of {timeout} reached" if over_time else f"within {timeout}",
         ),
     ]
+    writes, max_writes = getattr(usage, "writes", 0), getattr(limits, "max_writes", 0)
+    if writes or tripped == "max_writes":
+        out.append(Gauge("writes", writes, max_writes, tripped == "max_writes", f"{writes} / {max_writes}"))
+    return out
 
 
 def _headline(run: Any) -> str:
-    if isinstance(run, AgentError):
+    if isinstance(run, BaseException):
         return f"✗ stopped: {type(run).__name__}"
     return f"✓ answered: {clip(getattr(run, 'text', ''), 80)}"
 
@@ -135,92 +180,129 @@ def render_text(run: Any) -> str:
         elif step.kind == "final":
             lines.append(f"  {where:<8} final: {clip(step.text)}")
         elif step.kind == "rejected":
-            proposal = f"call {step.call_id}: {step.name}({clip(step.text)})" if step.name else clip(step.text)
-            lines.append(f"  {where:<8} refused {proposal}  (nothing of it ran)")
+            lines.append(f"  {where:<8} refused {_proposal(step)}  ({_consequence(step)})")
         else:
-            lines.append(f"  ✗ {step.text}")
+            lines.append(f"  ✗ stopped {step.where} — {step.text}" if step.where else f"  ✗ {step.text}")
     marks = [f"{g.name} {g.label}{' ✗' if g.tripped else ''}" for g in gauges(run)]
     if marks:
         lines.append("  used: " + " · ".join(marks))
     return "\n".join(lines)
 
 
+def _is_final(step: Step) -> bool:
+    return step.name == "final" and not step.call_id
+
+
+def _consequence(step: Step) -> str:
+    return "not returned" if _is_final(step) else "nothing of it ran"
+
+
+def _proposal(step: Step) -> str:
+    """A refused proposal as one phrase: a call, a final answer, or the raw decision."""
+    if _is_final(step):
+        return f"final answer ({len(step.text)} chars): {clip(step.text)}"
+    if step.name:
+        return f"call {step.call_id}: {step.name}({clip(step.text)})"
+    return clip(step.text)
+
+
 # -- HTML ------------------------------------------------------------------------
 
-# JupyterLab's theme variables, with fallbacks for GitHub and nbviewer, so the
-# trace reads well in light and dark themes alike.
+# JupyterLab's theme variables, so the trace follows the light and the dark
+# theme; the fallbacks (used by GitHub, nbviewer, VS Code) are neutral or
+# translucent colours that read on a light and on a dark page alike.
 _STYLE = """
 <style>
 .agentlab-trace{font-family:var(--jp-code-font-family,monospace);font-size:var(--jp-code-font-size,13px);
-  color:var(--jp-ui-font-color1,#1f2328);border:1px solid var(--jp-border-color2,#d0d7de);
-  border-radius:6px;padding:8px 10px;max-width:60em}
+  color:var(--jp-content-font-color1,inherit);border:1px solid var(--jp-border-color2,rgba(128,128,128,.35));
+  border-radius:6px;padding:8px 10px;max-width:60em;line-height:1.45}
 .agentlab-trace .head{font-weight:bold;margin-bottom:6px}
-.agentlab-trace .ok{color:var(--jp-success-color1,#1a7f37)}
-.agentlab-trace .bad{color:var(--jp-error-color1,#cf222e)}
-.agentlab-trace table{border-collapse:collapse;width:100%}
-.agentlab-trace td{padding:2px 6px;vertical-align:top;text-align:left;white-space:pre-wrap;word-break:break-word}
-.agentlab-trace td.turn{color:var(--jp-ui-font-color2,#57606a);white-space:nowrap;width:4.5em}
-.agentlab-trace tr.rejected td,.agentlab-trace tr.error td{background:var(--jp-error-color3,#ffebe9);
-  color:var(--jp-error-color0,#82071e)}
-.agentlab-trace .id{color:var(--jp-ui-font-color2,#57606a)}
+.agentlab-trace .ok{color:var(--jp-success-color1,#2da44e)}
+.agentlab-trace .bad,.agentlab-trace .mark{color:var(--jp-error-color1,#e5534b)}
+.agentlab-trace table{border-collapse:collapse;width:100%;background:transparent}
+.agentlab-trace tr{background:transparent}
+.agentlab-trace td{padding:2px 6px;vertical-align:top;text-align:left;white-space:pre-wrap;word-break:break-word;
+  border:none}
+.agentlab-trace tr.first td{border-top:1px solid var(--jp-border-color2,rgba(128,128,128,.35))}
+.agentlab-trace td.turn{color:var(--jp-content-font-color2,#8c959f);white-space:nowrap;width:6.5em}
+.agentlab-trace .id,.agentlab-trace .muted{color:var(--jp-content-font-color2,#8c959f)}
+.agentlab-trace .name{font-weight:bold}
+.agentlab-trace tr.rejected td,.agentlab-trace tr.error td{background:var(--jp-rendermime-error-background,
+  rgba(229,83,75,.16))}
+.agentlab-trace tr.error td{font-weight:bold}
 .agentlab-trace .gauges{display:flex;gap:14px;flex-wrap:wrap;margin-top:8px}
-.agentlab-trace .gauge{min-width:9em}
-.agentlab-trace .bar{height:6px;background:var(--jp-layout-color3,#d0d7de);border-radius:3px;overflow:hidden}
-.agentlab-trace .fill{height:6px;background:var(--jp-brand-color1,#0969da)}
-.agentlab-trace .gauge.tripped .fill{background:var(--jp-error-color1,#cf222e)}
+.agentlab-trace .gauge{min-width:10em}
+.agentlab-trace .bar{height:6px;background:var(--jp-layout-color3,rgba(128,128,128,.3));border-radius:3px;
+  overflow:hidden}
+.agentlab-trace .fill{height:6px;background:var(--jp-brand-color1,#2f81f7)}
+.agentlab-trace .gauge.tripped{color:var(--jp-error-color1,#e5534b);font-weight:bold}
+.agentlab-trace .gauge.tripped .fill{background:var(--jp-error-color1,#e5534b)}
 </style>
 """
 
 
-def _row(step: Step) -> str:
+def _call_html(call_id: str, name: str, args: str) -> str:
     e = html.escape
-    turn = e(f"turn {step.turn}") if step.turn else ""
+    return f"<span class='id'>{e(call_id)}</span> <span class='name'>{e(name)}</span>({e(clip(args))})"
+
+
+def _row(step: Step, first_of_turn: bool) -> str:
+    e = html.escape
+    turn = f"turn {step.turn}" if step.turn and first_of_turn else ""
     if step.kind == "user":
-        cells = ("user", f"{e(clip(step.text))}")
+        cells = ("user", e(clip(step.text)))
     elif step.kind == "call":
-        cells = (turn, f"<span class='id'>{e(step.call_id)}</span> {e(step.name)}({e(clip(step.text))})")
+        cells = (turn, _call_html(step.call_id, step.name, step.text))
     elif step.kind == "result":
-        cells = ("", f"→ <span class='id'>{e(step.call_id)}</span> {e(clip(step.text))}")
+        name = f" <span class='muted'>{e(step.name)}</span>" if step.name else ""
+        cells = ("", f"→ <span class='id'>{e(step.call_id)}</span>{name} {e(clip(step.text))}")
     elif step.kind == "final":
-        cells = (turn, f"final: {e(clip(step.text))}")
+        cells = (turn, f"<span class='name'>final</span>: {e(clip(step.text))}")
     elif step.kind == "rejected":
-        what = (
-            f"<span class='id'>{e(step.call_id)}</span> {e(step.name)}({e(clip(step.text))})"
-            if step.name
-            else e(clip(step.text))
-        )
-        cells = (turn, f"refused {what} — nothing of it ran")
+        if _is_final(step):
+            what = f"final answer ({len(step.text)} chars): {e(clip(step.text))}"
+        else:
+            what = _call_html(step.call_id, step.name, step.text) if step.name else e(clip(step.text))
+        cells = (turn, f"<span class='mark'>refused</span> {what} <span class='muted'>— {_consequence(step)}</span>")
     else:
-        cells = ("✗", e(step.text))
-    return f"<tr class='{step.kind}'><td class='turn'>{cells[0]}</td><td>{cells[1]}</td></tr>"
+        where = f"<span class='mark'>✗ stopped {e(step.where)}</span><br>" if step.where else ""
+        cells = ("<span class='mark'>✗ here</span>", f"{where}{e(step.text)}")
+    classes = f"{step.kind} first" if first_of_turn else step.kind
+    return f"<tr class='{classes}'><td class='turn'>{cells[0]}</td><td>{cells[1]}</td></tr>"
 
 
 def _gauge(gauge: Gauge) -> str:
-    share = (
-        100
-        if gauge.tripped or gauge.used is None
-        else min(100, round(100 * gauge.used / gauge.limit))
-        if gauge.limit
-        else 100
-    )
-    width = share if gauge.used is not None or gauge.tripped else 0
+    if gauge.tripped:
+        share = 100
+    elif gauge.used is None:
+        share = 0
+    else:
+        share = min(100, round(100 * gauge.used / gauge.limit)) if gauge.limit else 100
     tripped = " tripped" if gauge.tripped else ""
+    mark = " ✗" if gauge.tripped else ""
     return (
-        f"<div class='gauge{tripped}'><div>{html.escape(gauge.name)}: {html.escape(gauge.label)}</div>"
-        f"<div class='bar'><div class='fill' style='width:{width}%'></div></div></div>"
+        f"<div class='gauge{tripped}'><div>{html.escape(gauge.name)}: {html.escape(gauge.label)}{mark}</div>"
+        f"<div class='bar'><div class='fill' style='width:{share}%'></div></div></div>"
     )
 
 
 def render_html(run: Any, *, headline: bool = True) -> str:
-    """An HTML trace for Jupyter: steps, the refused proposal marked, and budget gauges.
+    """An HTML trace for Jupyter: each turn, each call and its result, where it stopped, and the budget gauges.
 
     `headline=False` leaves out the first line (answered / stopped), for views that show a status of their own.
     """
-    ok = not isinstance(run, AgentError)
+    ok = not isinstance(run, BaseException)
     head = f"<div class='head {'ok' if ok else 'bad'}'>{html.escape(_headline(run))}</div>" if headline else ""
-    rows = "".join(_row(step) for step in steps(run))
+    rows, last_turn = [], -1
+    for step in steps(run):
+        first = bool(rows) and step.kind != "result" and step.turn != last_turn
+        rows.append(_row(step, first))
+        last_turn = step.turn
     meters = "".join(_gauge(g) for g in gauges(run))
-    return f"{_STYLE}<div class='agentlab-trace'>{head}<table>{rows}</table><div class='gauges'>{meters}</div></div>"
+    return (
+        f"{_STYLE}<div class='agentlab-trace'>{head}<table>{''.join(rows)}</table>"
+        f"<div class='gauges'>{meters}</div></div>"
+    )
 
 
 __all__ = ["Gauge", "Step", "clip", "gauges", "render_html", "render_text", "steps"]
