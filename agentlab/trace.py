@@ -219,7 +219,7 @@ _STYLE = """
 .agentlab-trace .head{font-weight:bold;margin-bottom:6px}
 .agentlab-trace .ok{color:var(--jp-success-color1,#2da44e)}
 .agentlab-trace .bad,.agentlab-trace .mark{color:var(--jp-error-color1,#e5534b)}
-.agentlab-trace table{border-collapse:collapse;width:100%;background:transparent}
+.agentlab-trace table{border-collapse:collapse;width:100%;background:transparent;color:inherit;font:inherit}
 .agentlab-trace tr{background:transparent}
 .agentlab-trace td{padding:2px 6px;vertical-align:top;text-align:left;white-space:pre-wrap;word-break:break-word;
   border:none}

@@ -271,12 +271,12 @@ _STYLE = """
 <style>
 .agentlab-playground{font-family:var(--jp-ui-font-family,sans-serif);color:var(--jp-content-font-color1,inherit);
   max-width:62em}
-.agentlab-playground .title{color:var(--jp-content-font-color2,#6e7781);font-size:90%}
+.agentlab-playground .title{color:var(--jp-content-font-color2,#8c959f);font-size:90%}
 .agentlab-playground .status{font-weight:bold;margin:4px 0;white-space:pre-wrap;word-break:break-word}
-.agentlab-playground .status.ok{color:var(--jp-success-color1,#1a7f37)}
-.agentlab-playground .status.bad{color:var(--jp-error-color1,#cf222e)}
+.agentlab-playground .status.ok{color:var(--jp-success-color1,#2da44e)}
+.agentlab-playground .status.bad{color:var(--jp-error-color1,#e5534b)}
 .agentlab-playground .status.running{color:var(--jp-warn-color1,#9a6700)}
-.agentlab-playground .settings{color:var(--jp-content-font-color2,#6e7781);font-size:90%;margin-bottom:4px}
+.agentlab-playground .settings{color:var(--jp-content-font-color2,#8c959f);font-size:90%;margin-bottom:4px}
 .agentlab-playground .stale{opacity:.45}
 </style>
 """
