@@ -1,0 +1,158 @@
+"""The playground's scenarios: the agreed keys, deterministic first runs, and knobs and limits that matter."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from agentlab import (
+    AbortController,
+    AgentResult,
+    ConfigError,
+    ContextBudgetError,
+    DeadlineError,
+    DuplicateCallIdError,
+    OutputBudgetError,
+    RepeatedCallError,
+    ToolArgsError,
+    ToolBudgetError,
+    TurnBudgetError,
+    UnknownToolError,
+)
+from agentlab.scenarios import DEFAULT_LIMITS, LIMIT_NAMES, SCENARIOS, Knob, Scenario, get_scenario, run_scenario
+from agentlab.trace import render_text
+
+# What each scenario's defaults do: an answer (its text) or the error that shows the notebook's rule.
+FIRST_RUNS = {
+    "call_ids": "c1 → A: The Pragmatic Programmer (on the shelf); "
+    "c2 → B: Structure and Interpretation of Computer Programs (on loan); "
+    "c3 → C: Designing Data-Intensive Applications (on the shelf)",
+    "tool_names": UnknownToolError,
+    "tool_args": ToolArgsError,
+    "budgets": "done: 6 lookups in 3 turns, then this answer in turn 4",
+    "duplicate_ids": DuplicateCallIdError,
+    "deadline": DeadlineError,
+    "limits": "Summary: " + ("The model proposes; the application verifies and executes. " * 3)[:111],
+    "weather": "Pune: rain, 18°C",
+}
+
+
+def test_the_eight_agreed_scenarios_exist_in_notebook_order() -> None:
+    assert list(SCENARIOS) == list(FIRST_RUNS)
+    for key, scenario in SCENARIOS.items():
+        assert scenario.key == key and scenario.title and scenario.input
+        assert set(scenario.limits) <= set(LIMIT_NAMES)
+
+
+@pytest.mark.parametrize("key", list(FIRST_RUNS))
+async def test_the_first_run_is_instructive_and_deterministic(key: str) -> None:
+    first, second = await run_scenario(key), await run_scenario(get_scenario(key))
+    expected = FIRST_RUNS[key]
+    if isinstance(expected, str):
+        assert isinstance(first, AgentResult) and first.text == expected
+    else:
+        assert type(first) is expected
+    assert render_text(first) == render_text(second)
+
+
+@pytest.mark.parametrize(
+    ("key", "settings", "expected"),
+    [
+        ("call_ids", {"max_calls": 2}, ToolBudgetError),
+        ("call_ids", {"per_turn": 1, "max_turns": 3}, TurnBudgetError),
+        ("call_ids", {"books": 1}, "c1 → A: The Pragmatic Programmer (on the shelf)"),
+        (
+            "tool_names",
+            {"name": 0},
+            "A: The Pragmatic Programmer (on the shelf); A: The Pragmatic Programmer (on the shelf)",
+        ),
+        ("tool_names", {"name": 3, "good_calls_before": 0}, UnknownToolError),
+        ("tool_args", {"args": 0}, "A: The Pragmatic Programmer (on the shelf)"),
+        ("tool_args", {"args": 6}, "Z: no such book"),
+        ("tool_args", {"args": 3}, ToolArgsError),
+        ("budgets", {"max_calls": 5}, ToolBudgetError),
+        ("budgets", {"max_turns": 3}, TurnBudgetError),
+        ("budgets", {"calls_per_turn": 1}, "done: 3 lookups in 3 turns, then this answer in turn 4"),
+        ("budgets", {"turns_before_answer": 0}, "done: 0 lookups in 0 turns, then this answer in turn 1"),
+        (
+            "duplicate_ids",
+            {"reuse_id_on_turn": 0},
+            "A: The Pragmatic Programmer (on the shelf); "
+            "B: Structure and Interpretation of Computer Programs (on loan); "
+            "C: Designing Data-Intensive Applications (on the shelf)",
+        ),
+        ("duplicate_ids", {"reuse_id_on_turn": 1}, DuplicateCallIdError),
+        ("deadline", {"model_delay_ms": 20}, "A: The Pragmatic Programmer (on the shelf)"),
+        ("limits", {"result_size": 900}, ContextBudgetError),
+        ("limits", {"max_chars": 500}, ContextBudgetError),
+        ("limits", {"answer_size": 900}, OutputBudgetError),
+        ("weather", {"case": 1}, UnknownToolError),
+        ("weather", {"case": 2}, ToolArgsError),
+        ("weather", {"case": 3}, RepeatedCallError),
+    ],
+)
+async def test_each_knob_and_limit_changes_the_outcome(key: str, settings: dict, expected: object) -> None:
+    outcome = await run_scenario(key, **settings)
+    if isinstance(expected, str):
+        assert isinstance(outcome, AgentResult), outcome
+        assert outcome.text == expected
+    else:
+        assert type(outcome) is expected, outcome
+
+
+async def test_the_deadline_holds_against_the_blocking_model_too() -> None:
+    started = time.perf_counter()
+    outcome = await run_scenario("deadline", blocking=1, timeout_ms=100, model_delay_ms=1000)
+    assert isinstance(outcome, DeadlineError)
+    assert time.perf_counter() - started < 0.6
+
+
+async def test_a_signal_stops_a_slow_run_and_its_reason_is_returned() -> None:
+    controller = AbortController()
+    asyncio.get_running_loop().call_later(0.05, controller.abort, "stopped by the test")
+    started = time.perf_counter()
+    outcome = await run_scenario("limits", model_delay_ms=5000, signal=controller.signal)
+    assert str(outcome) == "aborted: stopped by the test"
+    assert time.perf_counter() - started < 1
+
+
+@pytest.mark.parametrize(
+    ("settings", "phrase"),
+    [
+        ({"max_turns": -1}, "max_turns must be a whole number >= 0, got -1"),
+        ({"calls_per_turn": 9}, "calls_per_turn must be a whole number from 1 to 5, got 9"),
+        ({"calls_per_turn": True}, "calls_per_turn must be a whole number from 1 to 5, got True"),
+        ({"max_writes": 2}, "scenario 'budgets' has no setting 'max_writes'; its settings are: max_turns, "),
+    ],
+)
+async def test_bad_settings_come_back_as_a_config_error(settings: dict, phrase: str) -> None:
+    outcome = await run_scenario("budgets", **settings)
+    assert isinstance(outcome, ConfigError) and phrase in str(outcome)
+
+
+async def test_an_unknown_scenario_lists_the_keys() -> None:
+    with pytest.raises(ConfigError, match="no scenario 'nope'; the scenarios are: call_ids, tool_names"):
+        get_scenario("nope")
+    assert isinstance(await run_scenario("nope"), ConfigError)
+
+
+def test_defaults_fill_in_the_loops_own_limits() -> None:
+    scenario = Scenario("mine", "Mine", "q", build=lambda knobs: (None, {}), limits={"max_turns": 2})
+    assert scenario.defaults() == {**DEFAULT_LIMITS, "max_turns": 2}
+    assert DEFAULT_LIMITS == {"max_turns": 6, "max_calls": 8, "timeout_ms": 5000, "max_chars": 50_000}
+
+
+@pytest.mark.parametrize(
+    ("make", "phrase"),
+    [
+        (lambda: Knob("k", "k", 0, 3, 7), "its default 7 is outside 0..3"),
+        (lambda: Knob("k", "k", 0, 3, 0, choices=("a", "b")), "a knob with 2 choices ranges from 0 to 1"),
+        (lambda: Scenario("s", "S", "q", lambda knobs: (None, {}), limits={"max_tokens": 3}), "unknown limits"),
+        (lambda: Scenario("s", "S", "q", lambda knobs: (None, {}), knobs=(Knob("max_turns", "t", 0, 1, 0),)), "knob"),
+    ],
+)
+def test_a_badly_defined_scenario_is_a_config_error(make, phrase: str) -> None:
+    with pytest.raises(ConfigError, match=phrase):
+        make()
