@@ -1,0 +1,715 @@
+"""A real database for tools that write: a small bookshop in SQLite.
+
+    store = Store()                      # a fresh shop in a temporary folder
+    store = Store("shop.db")             # or at a path you choose (created on first use)
+    result = await agent_loop(question, model, store.tools(), approve=store.audited(policy))
+
+The shop has books (`copies` it owns, `on_hand` not yet reserved) and
+reservations. Two tools read (`lookup` a book, look a `reservation` up) and
+three write (`reserve`, `update`, `cancel`). Every write keeps four promises,
+each kept here, in `Store._write`, with the database's own transactions:
+
+* Idempotent. The call id is the write's idempotency key. The effect, the
+  record of the key (table `writes`) and the audit row commit in ONE
+  transaction, so a key is recorded exactly when its effect is. Replaying a
+  call id (a retried run, a resumed history, a duplicated message) returns the
+  first result and changes nothing; the same id with other args is refused.
+* Whole or nothing. The write checks the run's signal before it starts and
+  again just before it commits; if the run was stopped, or anything raises
+  between the effect and the commit, the transaction rolls back and the tool
+  raises, so the loop's history says "rolled_back". A process killed mid-write
+  leaves the last committed state: SQLite's journal sees to that.
+* Audited. Table `audit` gets a row for every attempt: applied, rejected (the
+  shop's own rules said no: not enough copies), replayed, conflict, rolled
+  back; and, through `Store.audited(policy)`, approved and denied.
+* Safe side by side. Every operation opens its own connection and takes the
+  write lock up front (`BEGIN IMMEDIATE`), waiting up to `busy_timeout_ms` for
+  it, so threads and processes sharing the file neither lose an update nor
+  apply one twice. The file is in WAL mode: readers never wait for a writer.
+
+Standard library only; `agentlab` does not import this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import html
+import json
+import shutil
+import sqlite3
+import tempfile
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentlab.abort import AbortSignal
+from agentlab.callees import Callee, in_worker_thread
+from agentlab.errors import AgentError, ConfigError
+from agentlab.tools import Approval, Tool, ToolCall, parse_lookup_args
+
+SCHEMA_VERSION = 1
+MAX_QUANTITY = 10  # copies one reservation may hold: a shop's rule, checked before anything runs
+
+SAMPLE_BOOKS: tuple[dict[str, Any], ...] = (
+    {"id": "A", "title": "The Pragmatic Programmer", "author": "Andrew Hunt, David Thomas", "year": 1999, "copies": 3},
+    {
+        "id": "B",
+        "title": "Structure and Interpretation of Computer Programs",
+        "author": "Harold Abelson, Gerald Jay Sussman",
+        "year": 1985,
+        "copies": 1,
+    },
+    {
+        "id": "C",
+        "title": "Designing Data-Intensive Applications",
+        "author": "Martin Kleppmann",
+        "year": 2017,
+        "copies": 5,
+    },
+    {"id": "D", "title": "The Mythical Man-Month", "author": "Frederick P. Brooks Jr.", "year": 1975, "copies": 2},
+    {"id": "E", "title": "Release It!", "author": "Michael T. Nygard", "year": 2007, "copies": 4},
+)
+# Made at the counter before the agent arrived: they have no call id.
+SAMPLE_RESERVATIONS: tuple[dict[str, Any], ...] = (
+    {"book": "B", "customer": "grace", "quantity": 1},
+    {"book": "C", "customer": "alan", "quantity": 2},
+)
+
+OUTCOMES = ("approved", "denied", "applied", "rejected", "replayed", "conflict", "rolled back")
+
+_SCHEMA = f"""
+CREATE TABLE books (
+    id       TEXT PRIMARY KEY,
+    title    TEXT NOT NULL,
+    author   TEXT NOT NULL,
+    year     INTEGER NOT NULL,
+    copies   INTEGER NOT NULL CHECK (copies >= 0),
+    on_hand  INTEGER NOT NULL CHECK (on_hand BETWEEN 0 AND copies)
+);
+CREATE TABLE reservations (
+    id        INTEGER PRIMARY KEY,
+    book      TEXT NOT NULL REFERENCES books(id),
+    customer  TEXT NOT NULL,
+    quantity  INTEGER NOT NULL CHECK (quantity BETWEEN 1 AND {MAX_QUANTITY}),
+    status    TEXT NOT NULL CHECK (status IN ('active', 'cancelled')),
+    call_id   TEXT UNIQUE  -- the write that made it (NULL: made at the counter)
+);
+-- One row per idempotency key: written in the same transaction as the effect.
+CREATE TABLE writes (
+    call_id  TEXT PRIMARY KEY,
+    tool     TEXT NOT NULL,
+    args     TEXT NOT NULL,
+    result   TEXT NOT NULL
+);
+CREATE TABLE audit (
+    seq      INTEGER PRIMARY KEY,
+    at       TEXT NOT NULL,
+    call_id  TEXT NOT NULL,
+    tool     TEXT NOT NULL,
+    args     TEXT NOT NULL,
+    outcome  TEXT NOT NULL CHECK (outcome IN ({", ".join(f"'{o}'" for o in OUTCOMES)})),
+    detail   TEXT NOT NULL
+);
+"""
+
+
+class StoreError(AgentError):
+    """The store refused: not a shop database, a reused idempotency key, or a failed write."""
+
+
+class WriteRolledBack(StoreError):
+    """A write was stopped before its commit and rolled back: nothing of it was applied."""
+
+
+# -- what a proposed write would change -----------------------------------------
+
+
+@dataclass(frozen=True)
+class RowChange:
+    """One row a write touches: its values before and after (None: the row does not exist)."""
+
+    table: str
+    key: Any
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+
+    @property
+    def changed(self) -> list[str]:
+        """The columns whose value differs (every column, for a new row)."""
+        columns = list((self.after or self.before or {}).keys())
+        return [c for c in columns if (self.before or {}).get(c) != (self.after or {}).get(c)]
+
+
+@dataclass(frozen=True)
+class Change:
+    """What a proposed write would do, worked out on the real data and rolled back.
+
+    `rows` are the rows it touches, before and after; `result` is what the tool
+    would return; `replay` says the call id was already used, so the write
+    would return its first result and change nothing.
+    """
+
+    call: ToolCall
+    rows: tuple[RowChange, ...]
+    result: dict[str, Any]
+    replay: bool = False
+
+    def __str__(self) -> str:
+        lines = [f"{self.call.name} {json.dumps(self.call.args)} (call {self.call.id!r})"]
+        if self.replay:
+            lines.append("  a replay: this call id already ran; it returns its first result and changes nothing")
+        for row in self.rows:
+            if not row.changed:
+                lines.append(f"  {row.table} {row.key}: unchanged")
+            for column in row.changed:
+                before = "—" if row.before is None else json.dumps(row.before.get(column))
+                after = "—" if row.after is None else json.dumps(row.after.get(column))
+                lines.append(f"  {row.table} {row.key}.{column}: {before} → {after}")
+        lines.append(f"  result: {json.dumps(self.result)}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        from agentlab.approval import change_html
+
+        return change_html(self)
+
+
+class Table(list):
+    """Rows from `Store.sql`: a list of dicts that shows itself as a table."""
+
+    def __str__(self) -> str:
+        if not self:
+            return "(no rows)"
+        columns = list(self[0])
+        cells = [[_cell(row[c]) for c in columns] for row in self]
+        widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
+        lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        if not self:
+            return "<p><i>(no rows)</i></p>"
+        columns = list(self[0])
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(_cell(row[c]))}</td>" for c in columns) + "</tr>" for row in self
+        )
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _cell(value: Any) -> str:
+    return "NULL" if value is None else str(value)
+
+
+# -- the store ---------------------------------------------------------------------
+
+Effect = tuple[dict[str, Any], list[tuple[str, Any]]]  # the result, and the (table, key) rows touched
+
+
+class Store:
+    """A bookshop in an SQLite file, with read and write tools for `agent_loop`.
+
+    `path`: the database file, created with the sample data if it does not
+    exist yet (its folder must exist); None makes a fresh temporary folder,
+    removed by `close()`. `books` and `reservations` replace the sample data
+    of a new file. `before_commit(call, signal)` is called inside each write's
+    transaction, after the effect and just before the commit: a seam for
+    fault injection and demos (raise to simulate a crash, wait to simulate a
+    slow disk). `busy_timeout_ms` is how long an operation waits for another
+    writer's lock before it fails.
+    """
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        books: Sequence[Mapping[str, Any]] = SAMPLE_BOOKS,
+        reservations: Sequence[Mapping[str, Any]] = SAMPLE_RESERVATIONS,
+        before_commit: Callable[[ToolCall, AbortSignal], Any] | None = None,
+        busy_timeout_ms: float = 5000,
+    ) -> None:
+        if before_commit is not None and not callable(before_commit):
+            raise ConfigError("before_commit must be a function before_commit(call, signal), or None")
+        if isinstance(busy_timeout_ms, bool) or not isinstance(busy_timeout_ms, (int, float)) or busy_timeout_ms < 0:
+            raise ConfigError(f"busy_timeout_ms must be a number of milliseconds >= 0, got {busy_timeout_ms!r}")
+        self._folder: Path | None = None
+        if path is None:
+            self._folder = Path(tempfile.mkdtemp(prefix="agentlab-shop-"))
+            self._cleanup = weakref.finalize(self, shutil.rmtree, self._folder, ignore_errors=True)
+            path = self._folder / "shop.db"
+        self.path = Path(path)
+        if not self.path.parent.is_dir():
+            raise ConfigError(f"cannot create the shop database {str(self.path)!r}: its folder does not exist")
+        self.before_commit = before_commit
+        self.busy_timeout_s = busy_timeout_ms / 1000
+        self._create(books, reservations)
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Remove the temporary folder, if this store made one; a file at your path is kept."""
+        if self._folder is not None:
+            self._cleanup()
+
+    def __repr__(self) -> str:
+        return f"Store({'a temporary shop' if self._folder else str(self.path)!r})"
+
+    # -- tools ---------------------------------------------------------------
+
+    def tools(self) -> dict[str, Tool]:
+        """The shop's tools for `agent_loop`: two that read, three that write (and need approval)."""
+        return {
+            "lookup": Tool(parse_lookup_args, self._lookup, description="Look a book up by id: title, copies on hand."),
+            "reservation": Tool(_check_reservation, self._reservation, description="Look a reservation up by number."),
+            "reserve": Tool(
+                _check_reserve,
+                self._tool_runner("reserve"),
+                writes=True,
+                description=f"Reserve 1-{MAX_QUANTITY} copies of a book for a customer.",
+            ),
+            "update": Tool(
+                _check_update,
+                self._tool_runner("update"),
+                writes=True,
+                description="Change how many copies a reservation holds.",
+            ),
+            "cancel": Tool(
+                _check_reservation,
+                self._tool_runner("cancel"),
+                writes=True,
+                description="Cancel a reservation; its copies go back on hand.",
+            ),
+        }
+
+    def _lookup(self, value: dict[str, str]) -> dict[str, Any]:
+        with self._connect() as db:
+            row = db.execute(
+                "SELECT id, title, author, year, on_hand FROM books WHERE id = ?", (value["id"],)
+            ).fetchone()
+        return dict(row, found=True) if row else {"id": value["id"], "found": False}
+
+    def _reservation(self, value: dict[str, int]) -> dict[str, Any]:
+        with self._connect() as db:
+            row = _reservation_row(db, value["reservation"])
+        return _reservation_result(row) if row else {"reservation": value["reservation"], "found": False}
+
+    def _tool_runner(self, name: str) -> Callable[[Any, AbortSignal, ToolCall], dict[str, Any]]:
+        def run(value: Any, signal: AbortSignal, call: ToolCall) -> dict[str, Any]:
+            return self._write(name, value, signal, call)
+
+        run.__name__ = run.__qualname__ = name
+        return run
+
+    # -- the write: idempotent, whole or nothing, audited ------------------------
+
+    def _write(self, tool: str, value: Any, signal: AbortSignal, call: ToolCall) -> dict[str, Any]:
+        """Run one write in one transaction: replay, or effect + key + audit row, then commit."""
+        args = _canonical(value)
+        with self._connect() as db:
+            _begin(db)
+            try:
+                first = db.execute("SELECT tool, args, result FROM writes WHERE call_id = ?", (call.id,)).fetchone()
+                if first is not None:
+                    return self._replay(db, tool, args, call, first)
+                _throw_if_stopped(signal, tool, call, "before it started")
+                result, _ = _OPERATIONS[tool](db, value, call)
+                outcome = "rejected" if result.get("rejected") else "applied"
+                db.execute("INSERT INTO writes VALUES (?, ?, ?, ?)", (call.id, tool, args, _as_sent(result)))
+                _audit(db, call.id, tool, args, outcome, result.get("reason", ""))
+                if self.before_commit is not None:
+                    self.before_commit(call, signal)
+                _throw_if_stopped(signal, tool, call, "before its commit")
+                db.execute("COMMIT")
+                return result
+            except BaseException as error:
+                if not db.in_transaction:
+                    raise
+                db.execute("ROLLBACK")
+                self._record_rollback(call.id, tool, args, error)
+                if isinstance(error, (StoreError, KeyboardInterrupt, SystemExit)):
+                    raise
+                raise WriteRolledBack(
+                    f"rolled back: {tool} (call {call.id!r}) failed before its commit ({_describe(error)}); "
+                    f"nothing of it was applied"
+                ) from error
+
+    def _replay(self, db: sqlite3.Connection, tool: str, args: str, call: ToolCall, first: sqlite3.Row) -> Any:
+        """A call id that already ran: its first result if it is the same write, else a refusal."""
+        if (first["tool"], first["args"]) != (tool, args):
+            detail = f"the key was first used by {first['tool']} {first['args']}"
+            _audit(db, call.id, tool, args, "conflict", detail)
+            db.execute("COMMIT")
+            raise StoreError(
+                f"idempotency key reused: call id {call.id!r} already ran as {first['tool']} {first['args']}, "
+                f"not {tool} {args}; nothing was changed. A retry must repeat the same call; a new write needs a "
+                f"new call id"
+            )
+        _audit(db, call.id, tool, args, "replayed", "returned the first result; nothing changed")
+        db.execute("COMMIT")
+        return json.loads(first["result"])
+
+    def _record_rollback(self, call_id: str, tool: str, args: str, error: BaseException) -> None:
+        """The audit row of a rolled-back write, in a transaction of its own (the write's is gone)."""
+        with contextlib.suppress(sqlite3.Error, StoreError), self._connect() as db:  # a broken file cannot take it
+            _begin(db)
+            _audit(db, call_id, tool, args, "rolled back", _describe(error))
+            db.execute("COMMIT")
+
+    # -- approval, preview, queries --------------------------------------------
+
+    def audited(self, policy: Callable[..., Any]) -> Callable[[ToolCall, AbortSignal], Any]:
+        """Wrap an approve policy so that each of its answers is recorded in the audit log.
+
+        The policy may be sync or async and take `(call)` or `(call, signal)`,
+        like any policy of `agent_loop`; its answer is passed on unchanged.
+        """
+        if not callable(policy):
+            raise ConfigError("audited(policy) needs an approve policy: a function policy(call, signal)")
+        ask = Callee(policy, 2, "approval")
+
+        async def audited_policy(call: ToolCall, signal: AbortSignal) -> Any:
+            answer = await ask(call, signal)
+            if isinstance(answer, (bool, Approval)):
+                approval = answer if isinstance(answer, Approval) else Approval(answer)
+                await in_worker_thread(self._record_decision, (call, approval), "audit")
+            return answer
+
+        return audited_policy
+
+    def _record_decision(self, call: ToolCall, approval: Approval) -> None:
+        outcome = "approved" if approval.allowed else "denied"
+        with self._connect() as db:
+            _begin(db)
+            _audit(db, call.id, call.name, _canonical(call.args), outcome, approval.reason)
+            db.execute("COMMIT")
+
+    def preview(self, call: ToolCall) -> Change:
+        """What `call` would change, worked out on the real data in a transaction that is then rolled back."""
+        tool = self.tools().get(call.name)
+        if tool is None or not tool.writes:
+            raise StoreError(f"cannot preview {call.name!r}: it is not one of the shop's write tools")
+        try:
+            value = tool.validate(call.args)
+        except ValueError as error:
+            raise StoreError(f"cannot preview {call.name} (call {call.id!r}): invalid args: {error}") from error
+        with self._connect() as db:
+            _begin(db)
+            try:
+                first = db.execute("SELECT result FROM writes WHERE call_id = ?", (call.id,)).fetchone()
+                if first is not None:
+                    return Change(call, (), json.loads(first["result"]), replay=True)
+                db.execute("SAVEPOINT proposal")
+                result, touched = _OPERATIONS[call.name](db, value, call)
+                after = [_read_row(db, table, key) for table, key in touched]
+                db.execute("ROLLBACK TO proposal")
+                before = [_read_row(db, table, key) for table, key in touched]
+            finally:
+                db.execute("ROLLBACK")
+        rows = tuple(RowChange(t, k, b, a) for (t, k), b, a in zip(touched, before, after, strict=True))
+        return Change(call, rows, result)
+
+    def sql(self, query: str, *params: Any) -> Table:
+        """Run a read-only SQL query on the shop; the rows come back as a `Table` of dicts."""
+        try:
+            with self._connect() as db:
+                db.execute("PRAGMA query_only = ON")
+                return Table(dict(row) for row in db.execute(query, params))
+        except sqlite3.Error as error:
+            raise StoreError(f"the query failed: {error} (store.sql only reads: use SELECT)") from error
+
+    def problems(self) -> list[str]:
+        """Every broken invariant of the shop; [] means consistent.
+
+        SQLite's own integrity check; copies on hand plus copies in active
+        reservations equal the copies owned; every recorded key has exactly
+        one applied-or-rejected audit row, and every agent-made reservation a key.
+        """
+        checks = {
+            "integrity": "SELECT integrity_check AS problem FROM pragma_integrity_check WHERE integrity_check != 'ok'",
+            "stock": """SELECT 'book ' || b.id || ': ' || b.on_hand || ' on hand + ' || COALESCE(SUM(r.quantity), 0)
+                               || ' reserved != ' || b.copies || ' copies' AS problem
+                        FROM books b LEFT JOIN reservations r ON r.book = b.id AND r.status = 'active'
+                        GROUP BY b.id HAVING b.on_hand + COALESCE(SUM(r.quantity), 0) != b.copies""",
+            "keys": """SELECT 'call ' || w.call_id || ': ' || COUNT(a.seq) || ' applied/rejected audit rows'
+                               AS problem
+                        FROM writes w LEFT JOIN audit a
+                          ON a.call_id = w.call_id AND a.outcome IN ('applied', 'rejected')
+                        GROUP BY w.call_id HAVING COUNT(a.seq) != 1""",
+            "audit": """SELECT 'call ' || a.call_id || ': audited as ' || a.outcome || ' but has no key' AS problem
+                        FROM audit a WHERE a.outcome IN ('applied', 'rejected')
+                          AND a.call_id NOT IN (SELECT call_id FROM writes)""",
+            "made": """SELECT 'reservation ' || r.id || ': made by call ' || r.call_id || ' with no key' AS problem
+                        FROM reservations r WHERE r.call_id IS NOT NULL
+                          AND r.call_id NOT IN (SELECT call_id FROM writes)""",
+        }
+        return [row["problem"] for query in checks.values() for row in self.sql(query)]
+
+    # -- connections -----------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        """A connection of our own for one operation: threads and processes never share one."""
+        try:
+            db = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None)
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot open the shop database {str(self.path)!r}: {error}") from error
+        try:
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA foreign_keys = ON")
+            yield db
+        finally:
+            db.close()
+
+    def _create(self, books: Sequence[Mapping[str, Any]], reservations: Sequence[Mapping[str, Any]]) -> None:
+        """Create the schema and the sample data, once, even if several processes open a new file at once."""
+        try:
+            with self._connect() as db:
+                db.execute("PRAGMA journal_mode = WAL")
+                _begin(db)
+                try:
+                    version = db.execute("PRAGMA user_version").fetchone()[0]
+                    if version == 0:
+                        if db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]:
+                            raise StoreError(
+                                f"{str(self.path)!r} is an SQLite database, but not an agentlab shop; "
+                                f"give Store a new path"
+                            )
+                        for statement in _SCHEMA.split(";"):
+                            if statement.strip():
+                                db.execute(statement)
+                        _fill(db, books, reservations)
+                        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                    elif version != SCHEMA_VERSION:
+                        raise StoreError(
+                            f"{str(self.path)!r} is a shop of schema version {version}; this agentlab reads "
+                            f"version {SCHEMA_VERSION}"
+                        )
+                    db.execute("COMMIT")
+                except BaseException:
+                    if db.in_transaction:
+                        db.execute("ROLLBACK")
+                    raise
+        except sqlite3.DatabaseError as error:
+            raise StoreError(f"cannot use {str(self.path)!r} as the shop database: {error}") from error
+
+
+# -- the writes themselves: each runs inside the caller's transaction ---------------
+
+
+def _reserve(db: sqlite3.Connection, value: dict[str, Any], call: ToolCall) -> Effect:
+    book = db.execute("SELECT id, on_hand FROM books WHERE id = ?", (value["book"],)).fetchone()
+    if book is None:
+        return _rejected(f"there is no book {value['book']!r}"), []
+    if book["on_hand"] < value["quantity"]:
+        reason = f"only {book['on_hand']} of book {book['id']} on hand; {value['quantity']} asked for"
+        return _rejected(reason), [("books", book["id"])]
+    # The decrement happens in SQL, under the write lock: no read-modify-write race.
+    db.execute("UPDATE books SET on_hand = on_hand - ? WHERE id = ?", (value["quantity"], book["id"]))
+    cursor = db.execute(
+        "INSERT INTO reservations (book, customer, quantity, status, call_id) VALUES (?, ?, ?, 'active', ?)",
+        (book["id"], value["customer"], value["quantity"], call.id),
+    )
+    return _applied(db, cursor.lastrowid), [("books", book["id"]), ("reservations", cursor.lastrowid)]
+
+
+def _update(db: sqlite3.Connection, value: dict[str, Any], call: ToolCall) -> Effect:
+    row = _reservation_row(db, value["reservation"])
+    if row is None or row["status"] != "active":
+        return _no_active(value["reservation"], row), [("reservations", row["id"])] if row else []
+    touched = [("reservations", row["id"]), ("books", row["book"])]
+    more = value["quantity"] - row["quantity"]
+    on_hand = db.execute("SELECT on_hand FROM books WHERE id = ?", (row["book"],)).fetchone()[0]
+    if more > on_hand:
+        return _rejected(f"only {on_hand} more of book {row['book']} on hand; {more} more asked for"), touched
+    db.execute("UPDATE books SET on_hand = on_hand - ? WHERE id = ?", (more, row["book"]))
+    db.execute("UPDATE reservations SET quantity = ? WHERE id = ?", (value["quantity"], row["id"]))
+    return _applied(db, row["id"]), touched
+
+
+def _cancel(db: sqlite3.Connection, value: dict[str, Any], call: ToolCall) -> Effect:
+    row = _reservation_row(db, value["reservation"])
+    if row is None or row["status"] != "active":
+        return _no_active(value["reservation"], row), [("reservations", row["id"])] if row else []
+    db.execute("UPDATE books SET on_hand = on_hand + ? WHERE id = ?", (row["quantity"], row["book"]))
+    db.execute("UPDATE reservations SET status = 'cancelled' WHERE id = ?", (row["id"],))
+    return _applied(db, row["id"]), [("reservations", row["id"]), ("books", row["book"])]
+
+
+_OPERATIONS: dict[str, Callable[[sqlite3.Connection, Any, ToolCall], Effect]] = {
+    "reserve": _reserve,
+    "update": _update,
+    "cancel": _cancel,
+}
+
+
+def _applied(db: sqlite3.Connection, reservation: int) -> dict[str, Any]:
+    result = _reservation_result(_reservation_row(db, reservation))
+    result["on_hand"] = db.execute("SELECT on_hand FROM books WHERE id = ?", (result["book"],)).fetchone()[0]
+    return result
+
+
+def _rejected(reason: str) -> dict[str, Any]:
+    return {"rejected": True, "reason": reason}
+
+
+def _no_active(number: int, row: sqlite3.Row | None) -> dict[str, Any]:
+    return _rejected(f"reservation {number} is cancelled" if row else f"there is no reservation {number}")
+
+
+def _reservation_row(db: sqlite3.Connection, number: int) -> sqlite3.Row | None:
+    return db.execute(
+        "SELECT id, book, customer, quantity, status FROM reservations WHERE id = ?", (number,)
+    ).fetchone()
+
+
+def _reservation_result(row: sqlite3.Row) -> dict[str, Any]:
+    return {
+        "reservation": row["id"],
+        "book": row["book"],
+        "customer": row["customer"],
+        "quantity": row["quantity"],
+        "status": row["status"],
+    }
+
+
+def _read_row(db: sqlite3.Connection, table: str, key: Any) -> dict[str, Any] | None:
+    columns = {"books": "id, title, on_hand, copies", "reservations": "id, book, customer, quantity, status"}[table]
+    row = db.execute(f"SELECT {columns} FROM {table} WHERE id = ?", (key,)).fetchone()
+    return dict(row) if row else None
+
+
+# -- args: checked before anything runs -------------------------------------------
+
+
+def _check_reserve(args: Any) -> dict[str, Any]:
+    """`{"book": id, "customer": name, "quantity": 1..MAX_QUANTITY}`."""
+    _exact_keys(args, ("book", "customer", "quantity"))
+    return {
+        "book": parse_lookup_args({"id": args["book"]})["id"],
+        "customer": _name(args["customer"]),
+        "quantity": _whole(args["quantity"], "quantity", 1, MAX_QUANTITY),
+    }
+
+
+def _check_update(args: Any) -> dict[str, Any]:
+    """`{"reservation": number, "quantity": 1..MAX_QUANTITY}`."""
+    _exact_keys(args, ("reservation", "quantity"))
+    return {
+        "reservation": _whole(args["reservation"], "reservation", 1, 2**53),
+        "quantity": _whole(args["quantity"], "quantity", 1, MAX_QUANTITY),
+    }
+
+
+def _check_reservation(args: Any) -> dict[str, Any]:
+    """`{"reservation": number}`."""
+    _exact_keys(args, ("reservation",))
+    return {"reservation": _whole(args["reservation"], "reservation", 1, 2**53)}
+
+
+def _exact_keys(args: Any, keys: tuple[str, ...]) -> None:
+    expected = "expected exactly the keys " + ", ".join(f'"{k}"' for k in keys)
+    if not isinstance(args, Mapping):
+        raise ValueError(f"{expected}, got a {type(args).__name__}")
+    if sorted(map(str, args)) != sorted(keys):
+        raise ValueError(f"{expected}, got {sorted(map(str, args))}")
+
+
+def _whole(value: Any, name: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f'"{name}" must be a whole number from {low} to {high}, got {value!r}')
+    return int(value)
+
+
+def _name(value: Any) -> str:
+    if not isinstance(value, str) or not 0 < len(value.strip()) <= 40:
+        raise ValueError(f'"customer" must be a name of 1 to 40 characters, got {value!r}')
+    return value.strip()
+
+
+# -- helpers -------------------------------------------------------------------------
+
+
+def _begin(db: sqlite3.Connection) -> None:
+    """Take the write lock now, waiting up to the busy timeout: two writers never interleave."""
+    db.execute("BEGIN IMMEDIATE")
+
+
+def _throw_if_stopped(signal: AbortSignal, tool: str, call: ToolCall, when: str) -> None:
+    if signal.aborted:
+        reason = signal.reason
+        raise WriteRolledBack(
+            f"rolled back: the run was stopped ({_describe(reason) if reason else 'aborted'}) {when}; "
+            f"{tool} (call {call.id!r}) applied nothing"
+        )
+
+
+def _audit(db: sqlite3.Connection, call_id: str, tool: str, args: str, outcome: str, detail: str) -> None:
+    at = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+    db.execute(
+        "INSERT INTO audit (at, call_id, tool, args, outcome, detail) VALUES (?, ?, ?, ?, ?, ?)",
+        (at, call_id, tool, args, outcome, detail),
+    )
+
+
+def _fill(
+    db: sqlite3.Connection, books: Sequence[Mapping[str, Any]], reservations: Sequence[Mapping[str, Any]]
+) -> None:
+    try:
+        for book in books:
+            db.execute(
+                "INSERT INTO books VALUES (?, ?, ?, ?, ?, ?)",
+                (book["id"], book["title"], book["author"], book["year"], book["copies"], book["copies"]),
+            )
+        for reservation in reservations:
+            db.execute(
+                "INSERT INTO reservations (book, customer, quantity, status) VALUES (?, ?, ?, 'active')",
+                (reservation["book"], reservation["customer"], reservation["quantity"]),
+            )
+            db.execute(
+                "UPDATE books SET on_hand = on_hand - ? WHERE id = ?", (reservation["quantity"], reservation["book"])
+            )
+    except (KeyError, TypeError, sqlite3.IntegrityError) as error:
+        raise ConfigError(
+            "the shop's data does not fit: books need id, title, author, year and copies; reservations need "
+            f"book, customer and quantity, within the copies of that book ({_describe(error)})"
+        ) from error
+
+
+def _canonical(value: Any) -> str:
+    """JSON with sorted keys: the same args always give the same text, whatever their order."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _as_sent(result: dict[str, Any]) -> str:
+    """A result as JSON in its own key order, so that a replay returns the very same text."""
+    return json.dumps(result, ensure_ascii=False, separators=(",", ":"))
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+__all__ = [
+    "MAX_QUANTITY",
+    "OUTCOMES",
+    "SAMPLE_BOOKS",
+    "SAMPLE_RESERVATIONS",
+    "Change",
+    "RowChange",
+    "Store",
+    "StoreError",
+    "Table",
+    "WriteRolledBack",
+]
