@@ -219,7 +219,8 @@ class Store:
     `path`: the database file, created with the sample data if it does not
     exist yet (its folder must exist); None makes a fresh temporary folder,
     removed by `close()`. `books` and `reservations` replace the sample data
-    of a new file. `before_commit(call, signal)` is called inside each write's
+    of a new file (`reservations` defaults to the sample ones with the sample
+    books, and to none with books of your own). `before_commit(call, signal)` is called inside each write's
     transaction, after the effect and just before the commit: a seam for
     fault injection and demos (raise to simulate a crash, wait to simulate a
     slow disk). `busy_timeout_ms` is how long an operation waits for another
@@ -231,7 +232,7 @@ class Store:
         path: str | Path | None = None,
         *,
         books: Sequence[Mapping[str, Any]] = SAMPLE_BOOKS,
-        reservations: Sequence[Mapping[str, Any]] = SAMPLE_RESERVATIONS,
+        reservations: Sequence[Mapping[str, Any]] | None = None,
         before_commit: Callable[[ToolCall, AbortSignal], Any] | None = None,
         busy_timeout_ms: float = 5000,
     ) -> None:
@@ -249,6 +250,8 @@ class Store:
             raise ConfigError(f"cannot create the shop database {str(self.path)!r}: its folder does not exist")
         self.before_commit = before_commit
         self.busy_timeout_s = busy_timeout_ms / 1000
+        if reservations is None:
+            reservations = SAMPLE_RESERVATIONS if books is SAMPLE_BOOKS else ()
         self._create(books, reservations)
 
     def __enter__(self) -> Store:
