@@ -83,7 +83,7 @@ def _tools_model(*batches: list[dict[str, Any]]) -> Callable[..., Awaitable[Any]
 
 
 def _describe(error: BaseException) -> str:
-    return f"it raised {type(error).__name__}: {error}"
+    return f"it raised {type(error).__name__}: {error}" if str(error) else f"it raised {type(error).__name__}"
 
 
 async def _bounded(run: Awaitable[Any], bound_s: float = RUN_BOUND_S) -> Any:
@@ -95,28 +95,42 @@ async def _bounded(run: Awaitable[Any], bound_s: float = RUN_BOUND_S) -> Any:
         ) from None
 
 
-async def _returns(run: Awaitable[Any], what: str) -> Any:
+async def _returns(run: Awaitable[Any], what: str, clue: str = "raised") -> Any:
     """Await a run that should succeed; return its result."""
     try:
         return await _bounded(run)
     except BehaviourFailed:
         raise
     except Exception as error:
-        raise BehaviourFailed(what, _describe(error), "raised") from error
+        raise BehaviourFailed(what, _describe(error), clue) from error
 
 
-async def _rejects(run: Awaitable[Any], phrase: str, clue: str) -> BaseException:
-    """Await a run that should fail with an error whose message matches `phrase`."""
+async def _rejects(run: Awaitable[Any], phrase: str, clue: str, ran: list[Any] | None = None) -> BaseException:
+    """Await a run that should fail with an error whose message matches `phrase`.
+
+    `ran` collects what the run's tools received; if the run fails this check
+    after a tool ran, the clue is `ran:...`, the mistake that most likely explains it.
+    """
     try:
         result = await _bounded(run)
     except BehaviourFailed:
         raise
     except Exception as error:
         if not re.search(phrase, str(error)):
-            raise BehaviourFailed(f"an error matching /{phrase}/", _describe(error), f"wrong_error:{clue}") from error
+            happened, kind = _describe(error) + _ran_note(ran), _kind("wrong_error", ran)
+            raise BehaviourFailed(f"an error matching /{phrase}/", happened, kind + clue) from error
         return error
     text = getattr(result, "text", result)
-    raise BehaviourFailed(f"an error matching /{phrase}/", f"the run returned {text!r}", f"no_error:{clue}")
+    happened = f"the run returned {text!r}" + _ran_note(ran)
+    raise BehaviourFailed(f"an error matching /{phrase}/", happened, _kind("no_error", ran) + clue)
+
+
+def _kind(kind: str, ran: list[Any] | None) -> str:
+    return "ran:" if ran else f"{kind}:"
+
+
+def _ran_note(ran: list[Any] | None) -> str:
+    return f", and run was called with {ran[0]!r}" if ran else ""
 
 
 def _nothing_ran(ran: list[Any], clue: str) -> None:
@@ -160,7 +174,7 @@ async def invalid_args_never_run(agent_loop: AgentLoop) -> None:
     """An invalid schema doesn't call run."""
     ran: list[Any] = []
     model = _tools_model([{"id": "1", "name": "lookup", "args": {"id": 7}}])
-    await _rejects(agent_loop("q", model, _lookup(ran)), "args", "invalid_args")
+    await _rejects(agent_loop("q", model, _lookup(ran)), "args", "invalid_args", ran)
     _nothing_ran(ran, "invalid_args")
 
 
@@ -172,7 +186,7 @@ async def tool_and_turn_budgets(agent_loop: AgentLoop) -> None:
         return {"kind": "tools", "calls": [{"id": f"c{next(ids)}", "name": "lookup", "args": {"id": "A"}}]}
 
     ran: list[Any] = []
-    await _rejects(agent_loop("q", model, _lookup(ran), max_calls=0), "tool budget", "max_calls")
+    await _rejects(agent_loop("q", model, _lookup(ran), max_calls=0), "tool budget", "max_calls", ran)
     _nothing_ran(ran, "max_calls")
     await _rejects(agent_loop("q", model, _lookup(), max_turns=1), "turn budget", "max_turns")
 
@@ -272,7 +286,7 @@ async def batch_checked_whole(agent_loop: AgentLoop) -> None:
         ({"id": "c1", "name": "lookup", "args": {"id": "B"}}, "duplicate call id", "half_batch_id"),
     ):
         ran: list[Any] = []
-        await _rejects(agent_loop("q", _tools_model([good, bad]), _lookup(ran)), phrase, clue)
+        await _rejects(agent_loop("q", _tools_model([good, bad]), _lookup(ran)), phrase, clue, ran)
         _nothing_ran(ran, clue)
 
 
@@ -280,7 +294,7 @@ async def budget_before_running(agent_loop: AgentLoop) -> None:
     """A batch larger than the tool calls left is refused before any of it runs."""
     ran: list[Any] = []
     batch = [{"id": f"c{n}", "name": "lookup", "args": {"id": "A"}} for n in (1, 2, 3)]
-    await _rejects(agent_loop("q", _tools_model(batch), _lookup(ran), max_calls=2), "tool budget", "batch_budget")
+    await _rejects(agent_loop("q", _tools_model(batch), _lookup(ran), max_calls=2), "tool budget", "batch_budget", ran)
     _nothing_ran(ran, "batch_budget")
 
 
@@ -290,10 +304,15 @@ async def limits_reached_exactly(agent_loop: AgentLoop) -> None:
     await _returns(
         agent_loop("q", _tools_model(call), _lookup(), max_turns=2, max_calls=1),
         "a run of exactly max_turns=2 turns and max_calls=1 call to succeed",
+        "exact_turns_calls",
     )
     answer = _tools_model()
-    await _returns(agent_loop("abcd", answer, {}, max_chars=4), "a 4-character input to fit max_chars=4")
-    await _returns(agent_loop("q", _tools_model(), {}, max_chars=4), "a 4-character answer to fit max_chars=4")
+    await _returns(
+        agent_loop("abcd", answer, {}, max_chars=4), "a 4-character input to fit max_chars=4", "exact_context"
+    )
+    await _returns(
+        agent_loop("q", _tools_model(), {}, max_chars=4), "a 4-character answer to fit max_chars=4", "exact_output"
+    )
 
 
 async def context_counts_calls(agent_loop: AgentLoop) -> None:
@@ -303,6 +322,7 @@ async def context_counts_calls(agent_loop: AgentLoop) -> None:
     await _returns(
         agent_loop("q", _tools_model(call), _lookup(), max_chars=size),
         f"the run to fit max_chars={size} (1 + {size - 11} for the calls as compact JSON + 10 for the result)",
+        "overcount",
     )
     await _rejects(agent_loop("q", _tools_model(call), _lookup(), max_chars=size - 1), "context budget", "count")
 
@@ -320,7 +340,7 @@ async def inherited_names_refused(agent_loop: AgentLoop) -> None:
 
     tools: defaultdict[str, Tool] = defaultdict(conjured)
     model = _tools_model([{"id": "1", "name": "anything", "args": {}}])
-    await _rejects(agent_loop("q", model, tools), "unknown tool", "defaultdict")
+    await _rejects(agent_loop("q", model, tools), "unknown tool", "defaultdict", ran)
     _nothing_ran(ran, "defaultdict")
 
 
@@ -343,7 +363,7 @@ async def args_copied_at_boundary(agent_loop: AgentLoop) -> None:
         raise BehaviourFailed("run to get the args as validated, {'id': 'A'}", f"it got {ran}", "args_not_copied")
     recorded = [m["calls"][0]["args"] for m in getattr(result, "history", []) if "calls" in m]
     if recorded != [{"id": "A"}]:
-        raise BehaviourFailed("the history to record {'id': 'A'}", f"it recorded {recorded}", "args_not_copied")
+        raise BehaviourFailed("the history to record {'id': 'A'}", f"it recorded {recorded}", "history_not_copied")
 
 
 async def model_sees_snapshot(agent_loop: AgentLoop) -> None:
@@ -443,18 +463,18 @@ async def tool_failures_reported(agent_loop: AgentLoop) -> None:
 
 async def malformed_decisions(agent_loop: AgentLoop) -> None:
     """A decision or call of the wrong shape is refused as malformed."""
-    for decision in (
-        {"kind": "shout", "text": "hi"},
-        {"kind": "tools", "calls": []},
-        {"kind": "tools", "calls": [{"id": "c1", "name": "lookup"}]},
-        {"kind": "final", "text": None},
-        "just a string",
+    for decision, clue in (
+        ({"kind": "shout", "text": "hi"}, "malformed_kind"),
+        ({"kind": "tools", "calls": []}, "malformed_no_calls"),
+        ({"kind": "tools", "calls": [{"id": "c1", "name": "lookup"}]}, "malformed_call"),
+        ({"kind": "final", "text": None}, "malformed_text"),
+        ("just a string", "malformed_not_dict"),
     ):
 
         async def model(messages: Any, signal: Any = None, decision: Any = decision) -> Any:
             return decision
 
-        await _rejects(agent_loop("q", model, _lookup()), "malformed", "malformed")
+        await _rejects(agent_loop("q", model, _lookup()), "malformed", clue)
 
 
 async def repeats_forbidden(agent_loop: AgentLoop) -> None:

@@ -1,0 +1,737 @@
+"""The student checker: run the reference behaviours against any `agent_loop`, and say what is wrong and why.
+
+    from agentlab.check import check
+    check(agent_loop)                    # every behaviour, one row each
+    check(agent_loop, step="budgets")    # only the behaviours of one workbook step
+
+The behaviours are the ones defined once in `agentlab.behaviours`; this module
+only runs them and explains the result. Each row says pass or fail, what the
+behaviour expected, what happened instead, and a hint for the mistake it most
+likely is, chosen from the failure's `clue` (and, for mistakes that break every
+behaviour alike, from what the student's code raised or returned).
+
+Student code may do anything, so each behaviour runs on a thread of its own
+with an event loop of its own, and the checker stops waiting for it after
+`bound_s` seconds: code that raises anything, returns None, blocks its
+thread, loops forever, leaks tasks or never awaits gets a failed row, never a
+hung kernel or a crashed checker. An abandoned thread is a daemon; if it is
+still busy a little later, it is asked to stop (CPython raises an exception in
+it), so a `while True` left behind does not burn a core for the rest of the day.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import gc
+import html
+import inspect
+import textwrap
+import threading
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from agentlab.behaviours import RUN_BOUND_S, STEPS, Behaviour, BehaviourFailed, select
+from agentlab.errors import AgentError, ConfigError
+
+# How long one behaviour may take before the checker gives up on it. A little
+# more than the bound each behaviour puts on every run it makes, so that an
+# await that never completes gets the behaviour's own, more precise verdict.
+BOUND_S = RUN_BOUND_S + 0.5
+
+# How long tasks the student's run started may take to finish after it
+# returned, before they count as leaked.
+LEAK_GRACE_S = 0.05
+
+# How long after abandoning a thread the checker asks it to stop.
+REAP_AFTER_S = RUN_BOUND_S + 1.0
+
+CLIP = 400
+
+SIGNATURE = (
+    "async def agent_loop(input, model, tools, *, max_turns=6, max_calls=8, timeout_ms=5000, "
+    "max_chars=50_000, signal=None, forbid_repeats=False)"
+)
+
+
+class NotAsyncError(AgentError):
+    """The implementation returned something that cannot be awaited: it is a plain `def`."""
+
+
+class SignatureError(AgentError):
+    """The implementation does not accept the arguments of the `agent_loop` contract."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """The verdict on one behaviour. A failed row says what was expected, what happened, and a hint."""
+
+    key: str
+    title: str
+    step: str
+    reference: bool
+    passed: bool
+    expected: str = ""
+    happened: str = ""
+    clue: str = ""
+    hint: str = ""
+    hint_id: str = ""
+
+
+@dataclass(frozen=True)
+class Report:
+    """One row per behaviour checked. Renders as a table in Jupyter and as text in a terminal."""
+
+    target: str
+    step: str | None
+    rows: tuple[Row, ...]
+    bound_s: float = field(default=BOUND_S, compare=False)
+
+    @property
+    def passed(self) -> bool:
+        """True when every row passed."""
+        return bool(self.rows) and all(row.passed for row in self.rows)
+
+    @property
+    def points(self) -> int:
+        """How many rows passed: the score of a workbook's check cell, for nbgrader's partial credit."""
+        return sum(row.passed for row in self.rows)
+
+    @property
+    def total(self) -> int:
+        return len(self.rows)
+
+    @property
+    def score(self) -> float:
+        """The share of rows that passed, from 0.0 to 1.0."""
+        return round(self.points / self.total, 4) if self.rows else 0.0
+
+    @property
+    def failures(self) -> list[Row]:
+        return [row for row in self.rows if not row.passed]
+
+    def to_json(self) -> dict[str, Any]:
+        """What a grader collects: the score, every row, and the hints of the failed rows."""
+        return {
+            "target": self.target,
+            "step": self.step,
+            "score": self.score,
+            "passed": self.points,
+            "total": self.total,
+            "rows": [asdict(row) for row in self.rows],
+            "hints": [{"key": row.key, "hint": row.hint} for row in self.failures],
+        }
+
+    def headline(self) -> str:
+        scope = f"step {self.step!r}" if self.step else "every step"
+        verdict = "all pass" if self.passed else f"{self.points} of {self.total} pass"
+        return f"{self.target}, {scope}: {verdict}"
+
+    def __str__(self) -> str:
+        return render_text(self)
+
+    def __repr__(self) -> str:
+        return render_text(self)
+
+    def _repr_html_(self) -> str:
+        return render_html(self)
+
+
+# -- running one behaviour ------------------------------------------------------
+
+
+@dataclass
+class _Seen:
+    """What the guard saw the implementation do, across the runs of one behaviour."""
+
+    returned: list[str] = field(default_factory=list)  # type names of results without .text and .history
+
+
+def _guard(impl: Callable[..., Any], seen: _Seen) -> Callable[..., Any]:
+    """`impl`, with its two structural mistakes turned into clear errors: not async, wrong signature."""
+
+    async def agent_loop(*args: Any, **kwargs: Any) -> Any:
+        try:
+            outcome = impl(*args, **kwargs)
+        except TypeError as error:
+            if error.__traceback__ is not None and error.__traceback__.tb_next is None:  # raised by the call itself
+                raise SignatureError(
+                    f"agent_loop cannot be called the way the contract calls it ({error}); "
+                    f"its signature must be {SIGNATURE}"
+                ) from error
+            raise
+        if not inspect.isawaitable(outcome):
+            raise NotAsyncError(
+                f"agent_loop returned {_short(repr(outcome), 60)} instead of something to await: "
+                f"define it with `async def`, so that it can wait for the model and the tools"
+            )
+        result = await outcome
+        if not (hasattr(result, "text") and hasattr(result, "history")):
+            seen.returned.append(type(result).__name__)
+        return result
+
+    return agent_loop
+
+
+class _Abandoned(BaseException):
+    """Raised inside a runaway thread the checker gave up on, to make it stop."""
+
+
+def _stop_thread(thread: threading.Thread) -> None:
+    """Ask a thread to stop by raising `_Abandoned` in it at its next Python instruction (CPython only)."""
+    set_async_exc = getattr(getattr(ctypes, "pythonapi", None), "PyThreadState_SetAsyncExc", None)
+    if set_async_exc is None or thread.ident is None or not thread.is_alive():
+        return
+    set_async_exc(ctypes.c_ulong(thread.ident), ctypes.py_object(_Abandoned))
+
+
+def _reap_later(thread: threading.Thread) -> None:
+    """Stop an abandoned thread if it is still busy a little later (one waiting on its own bound ends by itself)."""
+    reaper = threading.Timer(REAP_AFTER_S, _stop_thread, (thread,))
+    reaper.name = "agentlab-check reaper"
+    reaper.daemon = True
+    reaper.start()
+
+
+async def _leftover_tasks() -> list[asyncio.Task[Any]]:
+    """Tasks the run started that are still running a moment after it ended; they are cancelled."""
+    me = asyncio.current_task()
+    others = [task for task in asyncio.all_tasks() if task is not me and not task.done()]
+    if others:
+        await asyncio.wait(others, timeout=LEAK_GRACE_S)
+    leaked = [task for task in others if not task.done()]
+    for task in leaked:
+        task.cancel()
+    if leaked:
+        await asyncio.wait(leaked, timeout=LEAK_GRACE_S)
+    return leaked
+
+
+async def _attempt(behaviour: Behaviour, agent_loop: Callable[..., Any]) -> tuple[BaseException | None, int]:
+    """Run the behaviour; return what it raised (None if it passed) and how many tasks were left running."""
+    try:
+        await behaviour(agent_loop)
+        outcome: BaseException | None = None
+    except _Abandoned:
+        raise
+    except BaseException as error:  # BehaviourFailed, or anything the student's code threw at the behaviour
+        outcome = error
+    return outcome, len(await _leftover_tasks())
+
+
+def _ignore(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The behaviour loops' exception handler: the student's stray tasks must not write to the cell's stderr."""
+
+
+def _close(loop: asyncio.AbstractEventLoop) -> None:
+    with contextlib.suppress(BaseException):
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    with contextlib.suppress(BaseException):
+        loop.close()  # does not wait for worker threads a blocking model left behind
+
+
+def _run_behaviour(behaviour: Behaviour, impl: Callable[..., Any], bound_s: float) -> Row:
+    """Run one behaviour on its own daemon thread and event loop; give up on it after `bound_s`."""
+    seen = _Seen()
+    box: dict[str, Any] = {}
+    finished = threading.Event()
+
+    def on_own_thread() -> None:
+        try:
+            loop = asyncio.new_event_loop()
+            loop.set_exception_handler(_ignore)
+            try:
+                box["outcome"] = loop.run_until_complete(_attempt(behaviour, _guard(impl, seen)))
+            except BaseException as error:  # Ctrl-C or exit raised by student code, or _Abandoned
+                box["outcome"] = (error, 0)
+            finally:
+                finished.set()
+                _close(loop)
+        except BaseException:  # _Abandoned arriving late: nobody is listening any more
+            finished.set()
+
+    thread = threading.Thread(target=on_own_thread, name=f"agentlab-check {behaviour.key}", daemon=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        thread.start()
+        if not finished.wait(bound_s):
+            _reap_later(thread)
+            failure = BehaviourFailed(
+                f"the behaviour to finish within {bound_s:g} s",
+                f"agent_loop was still running after {bound_s:g} s, so the checker stopped waiting for it",
+                "hung",
+            )
+            return _row(behaviour, failure, seen, [])
+        thread.join(LEAK_GRACE_S)
+        gc.collect()  # so that a coroutine the run never awaited reports itself now, not in a later cell
+    outcome, leaked = box.get("outcome", (RuntimeError("the checker could not start an event loop"), 0))
+    if outcome is None and leaked:
+        outcome = BehaviourFailed(
+            "no task of the run to be still running once agent_loop has returned or raised",
+            f"{leaked} task{'s' if leaked > 1 else ''} of the run {'were' if leaked > 1 else 'was'} still running",
+            "leaked_tasks",
+        )
+    return _row(behaviour, outcome, seen, [str(w.message) for w in caught])
+
+
+def _row(behaviour: Behaviour, outcome: BaseException | None, seen: _Seen, warned: list[str]) -> Row:
+    base = {"key": behaviour.key, "title": behaviour.title, "step": behaviour.step, "reference": behaviour.reference}
+    if outcome is None:
+        return Row(**base, passed=True)
+    if isinstance(outcome, BehaviourFailed):
+        expected, happened, clue = outcome.expected, outcome.happened, outcome.clue
+    else:  # the behaviour itself stumbled over what agent_loop returned, or student code raised past it
+        expected = f"the behaviour to run to its end: {behaviour.title[0].lower()}{behaviour.title[1:]}"
+        happened = f"checking it raised {type(outcome).__name__}: {outcome}"
+        clue = "crashed"
+    hint_id, hint = hint_for(behaviour.key, clue, _causes(outcome), happened, seen.returned, warned)
+    return Row(
+        **base, passed=False, expected=expected, happened=_short(happened), clue=clue, hint=hint, hint_id=hint_id
+    )
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    """The error and the chain of errors behind it."""
+    chain: list[BaseException] = []
+    while error is not None and error not in chain and len(chain) < 10:
+        chain.append(error)
+        error = error.__cause__ or error.__context__  # type: ignore[assignment]
+    return chain
+
+
+def _short(text: str, limit: int = CLIP) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}… (+{len(text) - limit} chars)"
+
+
+# -- checking -------------------------------------------------------------------
+
+
+def check(impl: Any, step: str | None = None, *, bound_s: float = BOUND_S, name: str | None = None) -> Report:
+    """Run the behaviours (all, or one workbook `step`) against `impl`; one row per behaviour.
+
+    `impl` is any function with the `agent_loop` signature. Nothing it does can
+    hang or crash the check: each behaviour runs on a thread of its own and is
+    given up after `bound_s` seconds. Works in a script and in a Jupyter cell.
+    """
+    behaviours = _behaviours(step)
+    target = name or _name(impl)
+    if not callable(impl):
+        return unloadable(
+            target,
+            step,
+            f"agent_loop is {_short(repr(impl), 60)}, not a function",
+            f"Define the function: {SIGNATURE}.",
+        )
+    return Report(target, step, tuple(_run_behaviour(b, impl, bound_s) for b in behaviours), bound_s)
+
+
+def unloadable(target: str, step: str | None, problem: str, hint: str) -> Report:
+    """A report in which every behaviour failed for the same reason: there is nothing to run."""
+    failed = {"passed": False, "expected": "an agent_loop function to run", "happened": problem, "clue": "missing"}
+    rows = tuple(
+        Row(b.key, b.title, b.step, b.reference, **failed, hint=hint, hint_id="diagnosis/missing")
+        for b in _behaviours(step)
+    )
+    return Report(target, step, rows)
+
+
+def _behaviours(step: str | None) -> Sequence[Behaviour]:
+    if step is not None and step not in STEPS:
+        raise ConfigError(f"no step {step!r}; the steps are: {', '.join(STEPS)} (or None for all of them)")
+    return select(step)
+
+
+def _name(impl: Any) -> str:
+    name = getattr(impl, "__qualname__", None) or getattr(impl, "__name__", None)
+    module = getattr(impl, "__module__", None)
+    if not isinstance(name, str):
+        return "agent_loop"
+    return f"{module}.{name}" if module not in (None, "__main__", "builtins") else name
+
+
+# -- hints ------------------------------------------------------------------------
+
+# Mistakes that break every behaviour alike, found in what the student's code raised.
+_DIAGNOSES: dict[type[BaseException], tuple[str, str]] = {
+    NotImplementedError: (
+        "diagnosis/not_implemented",
+        "This part is not written yet: replace each `raise NotImplementedError()` under `# YOUR CODE HERE` "
+        "with your code, run that cell again, then this one.",
+    ),
+    NotAsyncError: (
+        "diagnosis/not_async",
+        "agent_loop must be an `async def` function: it awaits the model and the tools, and whoever calls it "
+        "awaits it. A plain `def` returns its result at once and can never wait for a slow model.",
+    ),
+    SignatureError: (
+        "diagnosis/signature",
+        f"The behaviours call agent_loop with the contract's arguments; give it exactly this signature: {SIGNATURE}.",
+    ),
+}
+
+_NOT_A_RESULT = (
+    "diagnosis/not_a_result",
+    "Return `AgentResult(text=..., history=..., usage=Usage(...))` (from agentlab) when the model answers: "
+    "the behaviours read result.text and result.history as attributes.",
+)
+_NEVER_AWAITED = (
+    "diagnosis/never_awaited",
+    "Python warned that a coroutine was never awaited: somewhere you call an async function (the model, "
+    "a tool's run, a helper of yours) without `await`. Call models and tools with `await call(fn, ...)`.",
+)
+_JSON_SPACES = (
+    "diagnosis/json_spaces",
+    "The tool result has spaces after ':' and ','. json.dumps writes them; JavaScript's JSON.stringify does "
+    "not. Write results with `compact_json(result)` from agentlab (it also writes 18.0 as 18, like JavaScript).",
+)
+
+_BUDGETS_FIRST = (
+    "Before each model call check, in this order: the outside signal, the deadline, then "
+    "`turns >= max_turns` (turn budget), then the context size against max_chars (context budget). "
+)
+_RACE = (
+    "Checking the clock between steps cannot stop a model or a tool that never returns: the loop is stuck in "
+    "its `await`. Run the steps as a task and race it against the deadline "
+    "(`asyncio.wait({task, ...}, timeout=timeout_ms / 1000, return_when=FIRST_COMPLETED)`); when time is up, "
+    "abort the run's own signal, cancel the task and raise DeadlineError('deadline exceeded ...')."
+)
+_UNKNOWN = (
+    "A name that is not a key of tools must stop the run, before anything of the batch runs, with an error "
+    "saying 'unknown tool': UnknownToolError(f'unknown tool {name!r}'), not the KeyError of tools[name]."
+)
+_WHOLE_BATCH = (
+    "Check the whole batch before running any of it: first every call's id, name and args (check_batch), "
+    "then run them one by one. Checking each call just before running it runs the good calls before the bad one "
+    "is found."
+)
+
+# Keyed "behaviour/clue"; "behaviour/kind:*" matches every clue of that kind, "behaviour/*:detail" every kind
+# with that detail, "behaviour/*" the whole behaviour, and "*/clue" any behaviour.
+HINTS: dict[str, str] = {
+    # basics
+    "result_reaches_model/no_second_turn": (
+        "After running the calls, ask the model again with the results in the history: the loop goes "
+        "model → tools → model until the model returns {'kind': 'final'}."
+    ),
+    "result_reaches_model/wrong_tool_message": (
+        "Each result goes into the history, and so to the model, as exactly "
+        "{'role': 'tool', 'call_id': <the id of the call it answers>, 'content': compact_json(result)}: "
+        "the key is call_id, and content is JSON text, not the result itself."
+    ),
+    "result_reaches_model/wrong_result": (
+        "When the model answers, return AgentResult(text=decision['text'], history=history, usage=Usage(...)): "
+        "result.text must be the model's final text."
+    ),
+    "history_shape/history": (
+        "result.history is: the user message; for each tool turn one {'role': 'assistant', 'calls': [...]} "
+        "(each call as {'id', 'name', 'args'}) followed by one tool message per call; and at the end "
+        "{'role': 'assistant', 'content': text}. Nothing else, in that order."
+    ),
+    "results_in_call_order/call_order": (
+        "Run a batch's calls in the order the model gave them, and tie each result to its own call: "
+        "use the id of the call you just ran (not the first or last id of the batch, not a counter)."
+    ),
+    "compact_json_results/json_format": (
+        "A tool's result goes back as compact_json(result) (from agentlab), byte-identical to JavaScript's "
+        "JSON.stringify: no spaces, non-ASCII kept as is, 18.0 written as 18. json.dumps differs on all three."
+    ),
+    "model_sees_snapshot/shared_history": (
+        "Give the model a copy of the history (copy.deepcopy(history)), never your own list: whatever the model "
+        "does to the messages it is given must not change what your loop remembers."
+    ),
+    # checks
+    "unknown_tool/*:deleteEverything": _UNKNOWN,
+    "unknown_tool/*:toString": _UNKNOWN,
+    "unknown_tool/*:__class__": (
+        "Look a tool up only among the keys of tools: tools.get(name), or `name in tools`. getattr(), hasattr() "
+        "or attribute access also find names every object has, such as __class__, which are not tools."
+    ),
+    "unknown_tool/*:keys": (
+        "Look a tool up only among the keys of tools: tools.get(name), or `name in tools`. getattr(tools, name) "
+        "finds the dict's own methods, such as keys, which are not tools."
+    ),
+    "invalid_args_never_run/ran:*": (
+        "Call the tool's validate(args) for every call before running any: if it raises, raise "
+        "ToolArgsError(f'invalid args for {name}: {error}') and run nothing."
+    ),
+    "invalid_args_never_run/*": (
+        "When a tool's validate raises, stop the run with an error whose message contains 'args', such as "
+        "ToolArgsError(f'invalid args for {name}: {error}'), raised from the validate's error."
+    ),
+    "duplicate_call_id/*": (
+        "Remember every call id of the run in a set that lives across turns (not just this batch), and refuse "
+        "an id seen before with DuplicateCallIdError('duplicate call id ...') before running anything."
+    ),
+    "malformed_decisions/*:malformed_kind": (
+        "Check the decision's kind first: only 'final' and 'tools' exist; anything else is refused with "
+        "ModelOutputError('malformed decision ...')."
+    ),
+    "malformed_decisions/*:malformed_no_calls": (
+        "A 'tools' decision needs a non-empty list of calls; an empty list is refused as malformed "
+        "(otherwise the model can spend turns doing nothing)."
+    ),
+    "malformed_decisions/*:malformed_call": (
+        "Check each call's shape before anything else reads it: a dict with a non-empty string id, a string "
+        "name and a dict args; a call without args is refused with ModelOutputError('malformed call ...')."
+    ),
+    "malformed_decisions/*:malformed_text": (
+        "A 'final' decision's text must be a string; refuse anything else (None too) as malformed."
+    ),
+    "malformed_decisions/*:malformed_not_dict": (
+        "The model may return anything at all: check isinstance(decision, dict) before reading "
+        "decision['kind'], and refuse anything else with ModelOutputError('malformed decision ...')."
+    ),
+    "inherited_names_refused/*": (
+        "tools[name] on a defaultdict does not raise KeyError: it makes up a tool on the spot. Use "
+        "tools.get(name) (or `name in tools`), which never invent a key."
+    ),
+    "batch_checked_whole/ran:*": _WHOLE_BATCH,
+    "batch_checked_whole/*:half_batch_id": (
+        "Call ids must be unique within a batch as well as across turns: a batch that repeats an id is refused "
+        "whole, with 'duplicate call id', before any of its calls runs."
+    ),
+    "batch_checked_whole/*": _WHOLE_BATCH,
+    "args_copied_at_boundary/args_not_copied": (
+        "Copy the args when you check them (copy.deepcopy(call['args'])) and use that copy for validate, run and "
+        "the history: the model still holds the dict it proposed and may change it after your check."
+    ),
+    "args_copied_at_boundary/history_not_copied": (
+        "The history must record the args as they were checked: store your copy, not the dict the model "
+        "proposed (the model can still change that one)."
+    ),
+    "tool_failures_reported/*:tool_raised": (
+        "Wrap the tool's run: if it raises, raise ToolError(f'tool {name} raised {type(error).__name__}: "
+        "{error}') from error, so the message names the tool and keeps the original reason."
+    ),
+    "tool_failures_reported/*:not_json": (
+        "If compact_json refuses a tool's result (a set, bytes, an object...), raise "
+        "ToolError(f'tool {name} returned a result that is not JSON: {error}')."
+    ),
+    "tool_failures_reported/bare:*": (
+        "A tool's failure must end in a clear error naming the tool (ToolError), not a bare TypeError or KeyError."
+    ),
+    "repeats_forbidden/*": (
+        "With forbid_repeats=True, remember (name, compact_json(args)) of every call of the run and refuse the "
+        "same pair again with RepeatedCallError('repeated tool call without progress ...'), before it runs."
+    ),
+    # budgets
+    "tool_and_turn_budgets/ran:max_calls": (
+        "Compare the calls made so far plus the whole batch with max_calls before running anything: with "
+        "max_calls=0 the very first call is refused ('tool budget') and never runs."
+    ),
+    "tool_and_turn_budgets/*:max_calls": (
+        "Before running a batch, refuse it with ToolBudgetError('tool budget ...') if calls made + len(calls) "
+        "> max_calls: with max_calls=0 no call may run."
+    ),
+    "tool_and_turn_budgets/*:max_turns": (
+        _BUDGETS_FIRST + "With max_turns=1 the model is called once; asking it a second time must raise "
+        "TurnBudgetError('turn budget ...')."
+    ),
+    "budget_before_running/*": (
+        "Check the budget for the whole batch before running any of it (calls made + len(calls) > max_calls): "
+        "counting one call at a time runs half the batch and only then refuses."
+    ),
+    "limits_reached_exactly/exact_turns_calls": (
+        "Reaching a limit is allowed, only going past it fails: refuse a model call when turns >= max_turns "
+        "counted before the call, and a batch when calls made + len(calls) > max_calls (not >=)."
+    ),
+    "limits_reached_exactly/exact_context": (
+        "A history of exactly max_chars characters fits: refuse only when the size is > max_chars, and count "
+        "only the content (the 4 characters of 'abcd'), not the keys or the role."
+    ),
+    "limits_reached_exactly/exact_output": (
+        "A final text of exactly max_chars characters fits: refuse it only when len(text) > max_chars."
+    ),
+    # deadline
+    "deadline_ignoring_signal/*": _RACE,
+    "deadline_blocking_model/*:blocking_model": (
+        "A plain `def` model that blocks (time.sleep, a slow HTTP call) must not hold up the deadline: call "
+        "models and tools with `await call(fn, ...)`, which runs plain functions on a worker thread, and race "
+        "the run against the deadline."
+    ),
+    "deadline_blocking_model/blocked_loop": (
+        "Your loop raised the deadline error only after the blocking model returned: a plain function called "
+        "directly blocks the event loop's thread, so nothing else can run. Call it with `await call(fn, ...)`."
+    ),
+    "deadline_blocking_model/*": _RACE,
+    "deadline_covers_tools/*": (
+        "The deadline covers the tools too: race the whole run (model calls and tool runs) against the clock, "
+        "not only each model call. " + _RACE
+    ),
+    "signal_aborted_on_deadline/signal_not_aborted": (
+        "When the deadline fires, call abort(reason) on the controller whose signal you gave the model and the "
+        "tools, so that they can stop their own work too (AbortController() per run; pass controller.signal)."
+    ),
+    "signal_aborted_on_deadline/*": _RACE,
+    "abort_midway/*": (
+        "The outside signal can fire at any moment, not only between steps: race the steps against "
+        "signal.wait() as well as the deadline, and when it fires abort your own signal, cancel the task and "
+        "raise signal.reason."
+    ),
+    # limits
+    "context_output_cancellation/*:context": (
+        _BUDGETS_FIRST + "An input of 8 characters does not fit max_chars=2: raise "
+        "ContextBudgetError('context budget ...') before the first model call."
+    ),
+    "context_output_cancellation/*:output": (
+        "Before returning the final answer, check len(text) > max_chars and raise "
+        "OutputBudgetError('output budget ...'): the answer counts against the budget too."
+    ),
+    "context_output_cancellation/*:pre_aborted": (
+        "Check the outside signal before anything else: if signal is not None and signal.aborted, raise "
+        "signal.reason, the very error the caller gave to abort()."
+    ),
+    "context_counts_calls/*:count": (
+        "Count the calls messages too: each {'role': 'assistant', 'calls': [...]} adds "
+        "len(compact_json(calls)) characters to the context, as it does to a real model's."
+    ),
+    "context_counts_calls/overcount": (
+        "You count more than the context holds: count each message's content, and each calls message as "
+        "len(compact_json(calls)); not the roles, the keys, or spaces json.dumps adds."
+    ),
+    # any behaviour
+    "*/hung": (
+        "agent_loop never finished. Look for a loop with no way out (return when the model answers 'final'), an "
+        "await that can never complete, or a blocking call such as time.sleep() in async code."
+    ),
+    "*/leaked_tasks": (
+        "agent_loop ended but left tasks running. Cancel every task you start before you return or raise "
+        "(in a `finally:`), such as the steps task and the task waiting for the signal."
+    ),
+    "*/crashed": (
+        "The behaviour could not read what agent_loop returned: return an AgentResult(text=..., history=[...], "
+        "usage=Usage(...)), and let the history hold plain dicts."
+    ),
+    "*/raised": "agent_loop raised where this behaviour expects a run to succeed: read what happened above.",
+    "*/no_error:*": "This run must fail with the error named in 'expected'; yours returned instead.",
+    "*/wrong_error:*": "This run must fail with an error whose message contains the phrase in 'expected'.",
+    "*/ran:*": "Nothing of a refused batch may run: do every check of the batch before running any of it.",
+}
+
+
+def hint_for(
+    key: str,
+    clue: str,
+    causes: Iterable[BaseException] = (),
+    happened: str = "",
+    returned: Sequence[str] = (),
+    warned: Sequence[str] = (),
+) -> tuple[str, str]:
+    """The hint for a failed behaviour: `(hint_id, text)`.
+
+    A mistake that breaks every behaviour alike (not written yet, not async, a
+    wrong signature, a result that is not an AgentResult) comes first; then the
+    most specific entry of `HINTS` for the behaviour and its clue.
+    """
+    for cause in causes:
+        for kind, diagnosis in _DIAGNOSES.items():
+            if isinstance(cause, kind):
+                return diagnosis
+    if returned and not clue.startswith(("no_error", "wrong_error", "ran")):
+        return _NOT_A_RESULT
+    if clue in ("wrong_tool_message", "history", "call_order", "overcount") and _spaced_json(happened):
+        return _JSON_SPACES
+    if any("never awaited" in message for message in warned):
+        return _NEVER_AWAITED
+    kind, _, detail = clue.partition(":")
+    candidates = [f"{key}/{clue}"]
+    if detail:
+        candidates += [f"{key}/{kind}:*", f"{key}/*:{detail}"]
+    candidates += [f"{key}/*", f"*/{clue}"]
+    if detail:
+        candidates.append(f"*/{kind}:*")
+    for candidate in candidates:
+        if candidate in HINTS:
+            return candidate, HINTS[candidate]
+    return "*", "Compare 'expected' with 'what happened', then reread this behaviour's part of the workbook."
+
+
+def _spaced_json(text: str) -> bool:
+    """True if `text` shows JSON written with spaces after its colons or commas."""
+    return '": ' in text or '", "' in text
+
+
+# -- rendering ----------------------------------------------------------------------
+
+
+def render_text(report: Report, width: int = 100) -> str:
+    """The report for a terminal: a line per behaviour; under each failure, expected, happened and the hint."""
+    lines = [report.headline()]
+    key_width = max((len(row.key) for row in report.rows), default=0)
+    for row in report.rows:
+        lines.append(f"  {'✓' if row.passed else '✗'} {row.key.ljust(key_width)}  {row.title}")
+        if row.passed:
+            continue
+        for label, text in (("expected", row.expected), ("happened", row.happened), ("hint", row.hint)):
+            lines += textwrap.wrap(
+                text,
+                width,
+                initial_indent=f"      {label:<9} ",
+                subsequent_indent=" " * 16,
+                break_long_words=True,
+                break_on_hyphens=False,
+            ) or [f"      {label}"]
+    return "\n".join(lines)
+
+
+_STYLE = """
+<style>
+.agentlab-check{font-family:var(--jp-ui-font-family,sans-serif);font-size:var(--jp-ui-font-size1,13px);
+  color:var(--jp-content-font-color1,inherit);max-width:72em;line-height:1.4}
+.agentlab-check .head{font-weight:bold;margin:2px 0 6px}
+.agentlab-check .ok{color:var(--jp-success-color1,#2da44e)}
+.agentlab-check .bad{color:var(--jp-error-color1,#e5534b)}
+.agentlab-check table{border-collapse:collapse;width:100%;background:transparent;color:inherit}
+.agentlab-check tr{background:transparent}
+.agentlab-check th,.agentlab-check td{padding:4px 8px;vertical-align:top;text-align:left;border:none;
+  border-top:1px solid var(--jp-border-color2,rgba(128,128,128,.35));color:inherit}
+.agentlab-check th{font-weight:bold}
+.agentlab-check td.mark{font-weight:bold;width:1.5em}
+.agentlab-check .key,.agentlab-check code{font-family:var(--jp-code-font-family,monospace);
+  font-size:var(--jp-code-font-size,12px)}
+.agentlab-check .muted{color:var(--jp-content-font-color2,#8c959f)}
+.agentlab-check tr.failed td{background:var(--jp-rendermime-error-background,rgba(229,83,75,.10))}
+.agentlab-check td.detail{white-space:pre-wrap;word-break:break-word}
+</style>
+"""
+
+
+def render_html(report: Report) -> str:
+    """The report for Jupyter: a table with a row per behaviour, and the details and hint of each failure."""
+    e = html.escape
+    state = "ok" if report.passed else "bad"
+    rows = []
+    for row in report.rows:
+        mark = "<span class='ok'>✓</span>" if row.passed else "<span class='bad'>✗</span>"
+        behaviour = f"{e(row.title)}<br><span class='key muted'>{e(row.key)}</span>"
+        if row.passed:
+            rows.append(f"<tr><td class='mark'>{mark}</td><td>{behaviour}</td><td colspan='3'></td></tr>")
+            continue
+        rows.append(
+            f"<tr class='failed'><td class='mark'>{mark}</td><td>{behaviour}</td>"
+            f"<td class='detail'>{e(row.expected)}</td><td class='detail'>{e(row.happened)}</td>"
+            f"<td class='detail'>{e(row.hint)}</td></tr>"
+        )
+    return (
+        f"{_STYLE}<div class='agentlab-check'><div class='head {state}'>{e(report.headline())}</div>"
+        "<table><tr><th></th><th>behaviour</th><th>expected</th><th>what happened</th><th>hint</th></tr>"
+        f"{''.join(rows)}</table></div>"
+    )
+
+
+__all__ = [
+    "BOUND_S",
+    "HINTS",
+    "NotAsyncError",
+    "Report",
+    "Row",
+    "SignatureError",
+    "check",
+    "hint_for",
+    "render_html",
+    "render_text",
+    "unloadable",
+]
