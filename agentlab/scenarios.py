@@ -432,9 +432,10 @@ SCENARIOS: dict[str, Scenario] = {
             title="The deadline holds against a slow or blocking model",
             input="Look up book A.",
             build=_build_deadline,
-            limits={"max_turns": 6, "max_calls": 8, "timeout_ms": 400, "max_chars": 2000},
+            limits={"max_turns": 6, "max_calls": 8, "timeout_ms": 500, "max_chars": 2000},
             knobs=(
-                Knob("model_delay_ms", "model thinks (ms a turn)", 0, 1500, 250, step=10),
+                # Turn 1 ends at 300 ms, well before the deadline; turn 2 cannot end before 600 ms.
+                Knob("model_delay_ms", "model thinks (ms a turn)", 0, 1500, 300, step=10),
                 Knob(
                     "blocking",
                     "the model",
