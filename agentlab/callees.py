@@ -87,6 +87,9 @@ def in_worker_thread(function: Callable[..., Any], args: tuple[Any, ...], label:
     def work() -> None:
         try:
             value, ok = function(*args), True
+        except StopIteration as error:  # a future cannot carry it; like a coroutine's, it becomes a RuntimeError
+            value, ok = RuntimeError(f"the {label} raised StopIteration"), False
+            value.__cause__ = error
         except BaseException as error:  # handed to the awaiting side, whatever it is
             value, ok = error, False
         try:

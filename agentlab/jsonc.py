@@ -83,8 +83,24 @@ _TOO_DEEP = f"value nested more than {MAX_DEPTH} levels deep (or circular)"
 
 def _key(key: Any) -> str:
     if type(key) is not str:
-        raise NotJSONError(f"dict key {key!r} is not a string; JSON keys are strings")
+        raise NotJSONError(f"dict key {_shown(key)} is not a string; JSON keys are strings")
     return key
+
+
+def _shown(value: Any) -> str:
+    """repr of a value that is not JSON; a hostile one may raise, and that must not escape."""
+    try:
+        return repr(value)
+    except Exception:
+        return f"(a {type(value).__name__})"
+
+
+def _integer(value: int) -> str:
+    """An int as JSON text; one with more digits than Python will write is refused."""
+    try:
+        return int.__repr__(value)
+    except ValueError:  # over sys.get_int_max_str_digits() digits
+        raise NotJSONError("an int with thousands of digits is not JSON (JavaScript could not read it)") from None
 
 
 def compact_json(value: Any) -> str:
@@ -105,7 +121,7 @@ def _write(value: Any, out: list[str], depth: int) -> None:
     elif value is False:
         out.append("false")
     elif kind is int:
-        out.append(int.__repr__(value))
+        out.append(_integer(value))
     elif kind is float:
         out.append(_number(value))
     elif depth >= MAX_DEPTH:
@@ -120,7 +136,7 @@ def _write(value: Any, out: list[str], depth: int) -> None:
                 out.append(":")
                 _write(item, out, depth + 1)
             except NotJSONError as error:
-                raise error.inside(_step(str(key))) from None
+                raise error.inside(_step(key if type(key) is str else _shown(key))) from None
         out.append("}")
     elif kind is list or kind is tuple:
         out.append("[")
@@ -143,7 +159,10 @@ def copy_json(value: Any) -> Any:
 
 def _copy(value: Any, depth: int) -> Any:
     kind = type(value)
-    if kind is str or kind is int or value is None or kind is bool:
+    if kind is str or value is None or kind is bool:
+        return value
+    if kind is int:
+        _integer(value)
         return value
     if kind is float:
         _number(value)
@@ -156,7 +175,7 @@ def _copy(value: Any, depth: int) -> Any:
             try:
                 copied[_key(key)] = _copy(item, depth + 1)
             except NotJSONError as error:
-                raise error.inside(_step(str(key))) from None
+                raise error.inside(_step(key if type(key) is str else _shown(key))) from None
         return copied
     if kind is list or kind is tuple:
         items = []

@@ -435,7 +435,7 @@ class _Run:
                 raise
             raise self.fail(
                 ToolArgsError,
-                f"invalid args for {name} (call {call_id!r}): {error}; nothing of this batch ran",
+                f"invalid args for {name} (call {call_id!r}): {_readable(str, error)}; nothing of this batch ran",
                 rejected=decision,
             ) from error
         if inspect.isawaitable(value):
@@ -564,9 +564,8 @@ class _Run:
             unsettled = {"outcome": "unknown", "note": "the write was still running when the run stopped"}
             self.append({"role": "tool", "call_id": self.writing.id, "content": compact_json(unsettled)})
         task.cancel()
+        task.add_done_callback(_retrieve)  # whatever it ends with, now or after the grace, ours is the verdict
         await asyncio.wait([task], timeout=CANCEL_GRACE_MS / 1000)
-        if task.done() and not task.cancelled():
-            task.exception()  # it ended with its own error while being stopped; ours is the verdict
         raise self.attach(error) if isinstance(error, AgentError) else error
 
     # -- bookkeeping ---------------------------------------------------------
@@ -663,13 +662,21 @@ def _passes_through(error: BaseException) -> bool:
     return False
 
 
+def _readable(show: Callable[[Any], str], value: Any) -> str:
+    """`str` or `repr` of something a model or tool made: that may raise too, and must not escape."""
+    try:
+        return show(value)
+    except Exception:
+        return f"(a {type(value).__name__} that cannot be shown)"
+
+
 def _describe(error: BaseException) -> str:
-    text = str(error)
+    text = _readable(str, error)
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def _describe_value(value: Any) -> str:
-    text = repr(value)
+    text = _readable(repr, value)
     if len(text) > 80:
         text = text[:77] + "..."
     return f"{text} ({type(value).__name__})"
@@ -698,7 +705,13 @@ def _safe_copy(value: Any) -> Any:
     try:
         return copy_json(value)
     except Exception:
-        return repr(value)[:2000]
+        return _readable(repr, value)[:2000]
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """Mark an abandoned task's own error as seen, so asyncio does not log it as never retrieved."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _call_soon_threadsafe(loop: asyncio.AbstractEventLoop, callback: Callable[..., Any], *args: Any) -> None:
