@@ -19,7 +19,7 @@ from agentlab import (
     agent_loop,
 )
 from agentlab.adversaries import BadRepr, BadStrError, HostileKey
-from agentlab.fakes import Scripted, call, calls, final
+from agentlab.fakes import Scripted, call, calls
 from agentlab.jsonc import NotJSONError, compact_json, copy_json
 
 
