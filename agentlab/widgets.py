@@ -48,6 +48,9 @@ _LIMIT_RANGES: dict[str, tuple[int, int]] = {
     "timeout_ms": (2000, 10),
     "max_chars": (2000, 1),
 }
+# A run still going after this long shows "running" (and enables Stop); quicker runs just
+# swap their result in, so dragging a slider over a fast scenario does not flicker.
+RUNNING_AFTER_S = 0.15
 STOPPED = "aborted: the Stop button was pressed"
 REPLACED = "aborted: a newer run replaced this one"
 
@@ -158,7 +161,6 @@ class Playground:
         flight.done.set_running_or_notify_cancel()  # nobody may cancel it: the worker always settles it
         with self._lock:
             previous, self._flight = self._flight, flight
-            self._write_view(running=True)
         if previous is not None:
             previous.controller.abort(AbortError(REPLACED))
         name = f"agentlab playground {self.scenario.key}"
@@ -168,8 +170,9 @@ class Playground:
     def _fly(self, flight: _Flight) -> None:
         """The worker thread: run the scenario on a loop of its own, then show the outcome if still wanted."""
 
-        def start() -> Any:
-            return run_scenario(self.scenario, signal=flight.controller.signal, **flight.settings)
+        async def start() -> Outcome:
+            asyncio.get_running_loop().call_later(RUNNING_AFTER_S, self._show_running, flight)
+            return await run_scenario(self.scenario, signal=flight.controller.signal, **flight.settings)
 
         try:
             outcome: Outcome = _run_on_new_loop(start)
@@ -181,6 +184,11 @@ class Playground:
                 self.outcome, self.status, self._shown = outcome, status_line(outcome), flight.settings
                 self._write_view(running=False)
         flight.done.set_result(outcome)
+
+    def _show_running(self, flight: _Flight) -> None:
+        with self._lock:
+            if self._flight is flight:
+                self._write_view(running=True)
 
     def _write_view(self, *, running: bool) -> None:
         """Render the view and the Stop button's state (called with the lock held)."""

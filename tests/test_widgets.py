@@ -20,7 +20,7 @@ from agentlab import (
 )
 from agentlab.fakes import final
 from agentlab.scenarios import Knob, Scenario, get_scenario
-from agentlab.widgets import REPLACED, STOPPED, Playground, playground, render_view
+from agentlab.widgets import REPLACED, RUNNING_AFTER_S, STOPPED, Playground, playground, render_view
 
 
 def waiting(signals: list) -> Scenario:
@@ -135,7 +135,8 @@ async def test_stop_aborts_a_slow_run_through_its_signal() -> None:
     signals: list = []
     pg = playground(waiting(signals))
     pg.controls["delay_ms"].value = 5000
-    await asyncio.sleep(0.05)
+    assert "⏳ running" not in pg.view.value and pg.stop.disabled  # a quick run would not flicker
+    await asyncio.sleep(2 * RUNNING_AFTER_S)
     assert "⏳ running" in pg.view.value and "class='stale'" in pg.view.value and not pg.stop.disabled
     started = time.perf_counter()
     pg.stop.click()
