@@ -27,6 +27,11 @@ each kept here, in `Store._write`, with the database's own transactions:
   it, so threads and processes sharing the file neither lose an update nor
   apply one twice. The file is in WAL mode: readers never wait for a writer.
 
+Durability: WAL with `synchronous = NORMAL`, SQLite's advice for WAL. A commit
+survives the crash of its process, SIGKILL included; a power cut may lose the
+last few commits (whole: never half of one), and replaying their call ids then
+applies them, once.
+
 Standard library only; `agentlab` does not import this module.
 """
 
@@ -243,7 +248,6 @@ class Store:
         self._folder: Path | None = None
         if path is None:
             self._folder = Path(tempfile.mkdtemp(prefix="agentlab-shop-"))
-            self._cleanup = weakref.finalize(self, shutil.rmtree, self._folder, ignore_errors=True)
             path = self._folder / "shop.db"
         self.path = Path(path)
         if not self.path.parent.is_dir():
@@ -252,7 +256,16 @@ class Store:
         self.busy_timeout_s = busy_timeout_ms / 1000
         if reservations is None:
             reservations = SAMPLE_RESERVATIONS if books is SAMPLE_BOOKS else ()
-        self._create(books, reservations)
+        try:
+            self._create(books, reservations)
+            # Held open (never used) so that the write-ahead log outlives each operation's connection:
+            # otherwise every close would checkpoint and delete it, which costs ~20 ms per write.
+            keeper = sqlite3.connect(self.path, check_same_thread=False)
+            keeper.execute("SELECT COUNT(*) FROM books").fetchone()
+        except BaseException:
+            _release(None, self._folder)
+            raise
+        self._release = weakref.finalize(self, _release, keeper, self._folder)
 
     def __enter__(self) -> Store:
         return self
@@ -261,9 +274,8 @@ class Store:
         self.close()
 
     def close(self) -> None:
-        """Remove the temporary folder, if this store made one; a file at your path is kept."""
-        if self._folder is not None:
-            self._cleanup()
+        """Let go of the file; a temporary shop's folder is removed, a file at your path is kept."""
+        self._release()
 
     def __repr__(self) -> str:
         return f"Store({'a temporary shop' if self._folder else str(self.path)!r})"
@@ -470,6 +482,7 @@ class Store:
         try:
             db.row_factory = sqlite3.Row
             db.execute("PRAGMA foreign_keys = ON")
+            db.execute("PRAGMA synchronous = NORMAL")  # WAL's own recommendation; see the module docstring
             yield db
         finally:
             db.close()
@@ -645,7 +658,13 @@ def _name(value: Any) -> str:
 
 def _begin(db: sqlite3.Connection) -> None:
     """Take the write lock now, waiting up to the busy timeout: two writers never interleave."""
-    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as error:
+        raise StoreError(
+            f"the shop database is busy ({error}): another writer held its lock for longer than the busy "
+            f"timeout; nothing was changed. Retry the same call, or raise Store(busy_timeout_ms=...)"
+        ) from error
 
 
 def _throw_if_stopped(signal: AbortSignal, tool: str, call: ToolCall, when: str) -> None:
@@ -692,6 +711,13 @@ def _fill(
 def _canonical(value: Any) -> str:
     """JSON with sorted keys: the same args always give the same text, whatever their order."""
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _release(keeper: sqlite3.Connection | None, folder: Path | None) -> None:
+    if keeper is not None:
+        keeper.close()
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _as_sent(result: dict[str, Any]) -> str:
