@@ -146,7 +146,8 @@ class Playground:
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         """The live widget, plus a static snapshot of the last run for GitHub, nbviewer and nbval."""
-        bundle = dict(self.box._repr_mimebundle_(**kwargs) or {})
+        live = self.box._repr_mimebundle_  # None once the widget is closed: then only the snapshot
+        bundle = dict(live(**kwargs) or {}) if callable(live) else {}
         with self._lock:
             outcome, shown = self.outcome, dict(self._shown)
         bundle["text/html"] = render_view(self.scenario, shown, outcome)

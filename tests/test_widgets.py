@@ -198,6 +198,7 @@ async def test_the_snapshot_shows_the_last_finished_run_while_another_runs() -> 
     pg.close()
     await asyncio.wait_for(pg.settled(), 2)
     assert pg.status == "✗ AbortError: aborted: the playground was closed" and pg.box.comm is None
+    assert sorted(pg._repr_mimebundle_()) == ["text/html", "text/plain"]
 
 
 def test_a_playground_by_key_or_by_scenario_is_the_same() -> None:
