@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 READY := $(VENV)/.ready
 
-.PHONY: lab test lint format bench clean
+.PHONY: lab test lint format bench clean notebooks
 
 $(READY): requirements.txt pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "agentlab needs Python 3.11 or newer"'
@@ -20,6 +20,9 @@ test: $(READY)  ## set up, then run every test: lint, pytest, nbval
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
+
+notebooks: $(READY)  ## re-execute every notebook in place from a fresh kernel: the outputs nbval compares
+	$(BIN)/python tools/run_notebooks.py
 
 lint: $(READY)
 	$(BIN)/ruff check .
