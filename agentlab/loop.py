@@ -563,10 +563,12 @@ class _Run:
         if self.writing is not None:
             unsettled = {"outcome": "unknown", "note": "the write was still running when the run stopped"}
             self.append({"role": "tool", "call_id": self.writing.id, "content": compact_json(unsettled)})
+        if isinstance(error, AgentError):
+            self.attach(error)  # the history as the run stopped; nothing the abandoned task does from here on
         task.cancel()
         task.add_done_callback(_retrieve)  # whatever it ends with, now or after the grace, ours is the verdict
         await asyncio.wait([task], timeout=CANCEL_GRACE_MS / 1000)
-        raise self.attach(error) if isinstance(error, AgentError) else error
+        raise error
 
     # -- bookkeeping ---------------------------------------------------------
 

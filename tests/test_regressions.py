@@ -19,7 +19,7 @@ from agentlab import (
     agent_loop,
 )
 from agentlab.adversaries import BadRepr, BadStrError, HostileKey
-from agentlab.fakes import Scripted, call, calls
+from agentlab.fakes import Scripted, call, calls, final
 from agentlab.jsonc import NotJSONError, compact_json, copy_json
 
 
@@ -132,3 +132,18 @@ async def test_a_task_abandoned_after_the_grace_does_not_log_its_own_error() -> 
     await asyncio.sleep(0.1)  # the abandoned task ends now, with a DeadlineError of its own
     gc.collect()
     assert logged == []
+
+
+# -- what an abandoned task does during the grace is not part of the verdict ----------------------------
+
+
+async def test_a_deadline_error_never_carries_an_answer_given_after_the_deadline() -> None:
+    async def stubborn(messages, signal):  # swallows the cancellation, then answers within the grace
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(1)
+        return final("")
+
+    with pytest.raises(DeadlineError) as raised:
+        await agent_loop("q", stubborn, {}, timeout_ms=1)
+    assert raised.value.history == [{"role": "user", "content": "q"}]
+    assert raised.value.usage.chars == 1
