@@ -157,6 +157,29 @@ def gauges(run: Any) -> list[Gauge]:
     return out
 
 
+def write_outcome(content: str) -> str:
+    """A label for a write's result that is not a plain success: denied, rolled back or unknown ("" otherwise).
+
+    These are the loop's own records (loop.py, `run_write` and `race`), so a reader sees at once that nothing
+    was applied, or that only the store can tell.
+    """
+    if not content.startswith("{"):
+        return ""
+    try:
+        value = json.loads(content)
+    except ValueError:
+        return ""
+    if not isinstance(value, dict):
+        return ""
+    if value.get("rolled_back") is True:
+        return "↺ rolled back: nothing of it was applied"
+    if value.get("outcome") == "unknown":
+        return "? outcome unknown: still running when the run stopped; ask the store"
+    if value.get("denied") is True:
+        return "✗ denied: nothing ran"
+    return ""
+
+
 def _headline(run: Any) -> str:
     if isinstance(run, BaseException):
         return f"✗ stopped: {type(run).__name__}"
@@ -176,7 +199,8 @@ def render_text(run: Any) -> str:
         elif step.kind == "call":
             lines.append(f"  {where:<8} call {step.call_id}: {step.name}({clip(step.text)})")
         elif step.kind == "result":
-            lines.append(f"  {'':<8}   → {step.call_id}: {clip(step.text)}")
+            label = write_outcome(step.text)
+            lines.append(f"  {'':<8}   → {step.call_id}: {label + ' — ' if label else ''}{clip(step.text)}")
         elif step.kind == "final":
             lines.append(f"  {where:<8} final: {clip(step.text)}")
         elif step.kind == "rejected":
@@ -255,7 +279,9 @@ def _row(step: Step, first_of_turn: bool) -> str:
         cells = (turn, _call_html(step.call_id, step.name, step.text))
     elif step.kind == "result":
         name = f" <span class='muted'>{e(step.name)}</span>" if step.name else ""
-        cells = ("", f"→ <span class='id'>{e(step.call_id)}</span>{name} {e(clip(step.text))}")
+        label = write_outcome(step.text)
+        label = f"<span class='mark'>{e(label)}</span> " if label else ""
+        cells = ("", f"→ <span class='id'>{e(step.call_id)}</span>{name} {label}{e(clip(step.text))}")
     elif step.kind == "final":
         cells = (turn, f"<span class='name'>final</span>: {e(clip(step.text))}")
     elif step.kind == "rejected":
@@ -305,4 +331,4 @@ def render_html(run: Any, *, headline: bool = True) -> str:
     )
 
 
-__all__ = ["Gauge", "Step", "clip", "gauges", "render_html", "render_text", "steps"]
+__all__ = ["Gauge", "Step", "clip", "gauges", "render_html", "render_text", "steps", "write_outcome"]

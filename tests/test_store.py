@@ -29,6 +29,7 @@ from agentlab import (
 from agentlab.approval import EXPIRED, ApprovalDesk
 from agentlab.fakes import Scripted, call, calls, final
 from agentlab.store import SAMPLE_BOOKS, Store, StoreError, WriteRolledBack
+from agentlab.trace import render_text
 
 RESERVE = call("reserve", {"book": "A", "customer": "ada", "quantity": 2}, "w1")
 CANCEL = call("cancel", {"reservation": 1}, "w2")
@@ -173,8 +174,9 @@ async def test_a_denial_changes_nothing_is_audited_with_its_reason_and_reaches_t
 
     before = snapshot(store)
     model = Scripted(calls(CANCEL), final("understood"))
-    await agent_loop("q", model, store.tools(), approve=store.audited(deny if kind == "sync" else deny_async))
+    result = await agent_loop("q", model, store.tools(), approve=store.audited(deny if kind == "sync" else deny_async))
     assert json.loads(model.seen[1]["content"]) == {"denied": True, "reason": "grace still wants it"}
+    assert "✗ denied: nothing ran" in render_text(result)
     assert snapshot(store) == before
     assert store.sql("SELECT outcome, detail FROM audit") == [{"outcome": "denied", "detail": "grace still wants it"}]
 
@@ -293,6 +295,7 @@ async def test_a_write_stopped_by_the_deadline_before_its_commit_rolls_back_and_
     assert time.perf_counter() - started < 1.0
     outcome = json.loads(raised.value.history[-1]["content"])
     assert outcome["rolled_back"] is True and "before its commit" in outcome["error"]
+    assert "→ w1: ↺ rolled back: nothing of it was applied" in render_text(raised.value)
     assert snapshot(store) == before
     assert audit(store) == [("w1", "reserve", "rolled back")] and store.problems() == []
 
