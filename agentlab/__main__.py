@@ -3,6 +3,8 @@
 python -m agentlab demo                        # Pune: rain, 18°C, with its trace
 python -m agentlab demo --max-turns 1          # a tripped limit: one line, exit code 1
 python -m agentlab demo --case unknown-tool    # the tutorial's boundary cases
+python -m agentlab check solution.py           # the student checker: exit 0 only when every behaviour passes
+python -m agentlab student                     # write the student versions of the workbooks
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from agentlab.adapters import from_decider
+from agentlab.behaviours import STEPS
 from agentlab.errors import AgentError
 from agentlab.examples import BOUNDARY_CASES, WEATHER_GOAL, WeatherDemo, weather_tools
 from agentlab.fakes import Slow
@@ -60,7 +63,34 @@ def _parser() -> argparse.ArgumentParser:
         "--allow-repeats", action="store_true", help="allow the same call twice (the tutorial forbids it)"
     )
     demo.set_defaults(handler=_demo)
+    checker = commands.add_parser("check", help="check a student's agent_loop against every behaviour, with hints")
+    checker.add_argument("target", help="a .py file, a submitted workbook (.ipynb) or a module that defines agent_loop")
+    checker.add_argument("--step", choices=STEPS, help="only the behaviours of one workbook step (default: all)")
+    checker.add_argument("--json", action="store_true", help="print a JSON result for graders (score, rows, hints)")
+    checker.set_defaults(handler=_check)
+    student = commands.add_parser("student", help="write the student versions of notebooks/exercises/ workbooks")
+    student.add_argument("--check", action="store_true", help="only list stale student versions; exit 1 if any")
+    student.set_defaults(handler=_student)
     return parser
+
+
+def _check(options: argparse.Namespace) -> int:
+    from agentlab.check import main as check_main
+
+    return check_main(options.target, options.step, options.json)
+
+
+def _student(options: argparse.Namespace) -> int:
+    from agentlab import student
+
+    if options.check:
+        problems = student.stale()
+        for problem in problems:
+            print(f"stale: {problem}", file=sys.stderr)
+        return 1 if problems else 0
+    for path in student.write():
+        print(f"wrote {path.relative_to(student.ROOT)}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
