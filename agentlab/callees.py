@@ -59,10 +59,22 @@ class Callee:
         args = args[: self.takes]
         if self.is_async:
             return await self.function(*args)
-        result = await in_worker_thread(self.function, args, self.label)
+        outcome = in_worker_thread(self.function, args, self.label)
+        try:
+            result = await outcome
+        except asyncio.CancelledError:  # it may have answered just as we were cancelled: nobody will await that
+            if outcome.done() and not outcome.cancelled() and outcome.exception() is None:
+                _close(outcome.result())
+            raise
         if inspect.isawaitable(result):
             result = await result
         return result
+
+
+def _close(value: Any) -> None:
+    """Close a coroutine nobody will await, so that Python does not warn it was never awaited."""
+    if inspect.iscoroutine(value):
+        value.close()
 
 
 def in_worker_thread(function: Callable[..., Any], args: tuple[Any, ...], label: str) -> asyncio.Future[Any]:
@@ -76,8 +88,7 @@ def in_worker_thread(function: Callable[..., Any], args: tuple[Any, ...], label:
 
     def deliver(ok: bool, value: Any) -> None:
         if future.done():
-            if inspect.iscoroutine(value):
-                value.close()  # nobody will await it; close it quietly
+            _close(value)  # nobody will await it
             return
         if ok:
             future.set_result(value)
@@ -95,8 +106,7 @@ def in_worker_thread(function: Callable[..., Any], args: tuple[Any, ...], label:
         try:
             loop.call_soon_threadsafe(deliver, ok, value)
         except RuntimeError:  # the event loop is closed: the run was abandoned
-            if inspect.iscoroutine(value):
-                value.close()
+            _close(value)
 
     threading.Thread(target=work, name=f"agentlab {label}", daemon=True).start()
     return future

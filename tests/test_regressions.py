@@ -6,10 +6,13 @@ import asyncio
 import contextlib
 import gc
 import time
+import warnings
 
 import pytest
 
 from agentlab import (
+    AbortController,
+    AbortError,
     DeadlineError,
     ModelError,
     ModelOutputError,
@@ -147,3 +150,24 @@ async def test_a_deadline_error_never_carries_an_answer_given_after_the_deadline
         await agent_loop("q", stubborn, {}, timeout_ms=1)
     assert raised.value.history == [{"role": "user", "content": "q"}]
     assert raised.value.usage.chars == 1
+
+
+# -- a sync model's awaitable answer that lands as the run is stopped ------------------------------------
+
+
+async def test_an_awaitable_answer_landing_as_the_run_stops_is_closed_not_leaked() -> None:
+    controller = AbortController()
+
+    async def answer():
+        return final("never awaited")
+
+    def model(messages, signal):
+        controller.abort()  # the run wakes for the abort just before the answer is delivered
+        return answer()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(AbortError):
+            await agent_loop("q", model, {}, signal=controller.signal)
+        gc.collect()
+    assert [str(w.message) for w in caught] == []

@@ -1,0 +1,145 @@
+"""A long campaign of adversarial runs: does the loop hold on every one of them?
+
+    python benchmarks/soak.py [--examples 100000] [--jobs 2] [--seed 6]
+
+Each example is a random `Scenario` from `agentlab.adversaries` (a hostile
+model, hostile tools, random limits, maybe an abort or a cancellation), played
+on a fresh event loop and checked against every invariant of issue 6. Prints
+the examples run, the outcomes by type, the invariant violations (must be 0,
+the first few are shown with their scenario), the deadline overrun (how long
+after timeout_ms a DeadlineError was raised) and the abort latency (how long
+after abort() the run ended), as p50/p99/max in ms, plus the file descriptors
+and threads of each worker before and after.
+
+The same scenarios in a few hundred deterministic examples run in `make test`
+(tests/test_properties.py); this is the long random version.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import multiprocessing
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, given, seed, settings
+
+from agentlab.adversaries import MARGIN_MS, run_scenario, scenarios
+
+SHOWN_VIOLATIONS = 5
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else -1
+
+
+def campaign(examples: int, seed_value: int, worker: int) -> dict[str, Any]:
+    """Run `examples` scenarios in this process; return the tallies."""
+    outcomes: collections.Counter[str] = collections.Counter()
+    overruns: list[float] = []
+    aborts: list[float] = []
+    violations: list[str] = []
+    violating = 0
+    fds_before, threads_before = open_fds(), threading.active_count()
+    started = time.perf_counter()
+
+    @seed(seed_value)
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(scenarios())
+    def one(scenario: Any) -> None:
+        nonlocal violating
+        report = run_scenario(scenario)
+        outcomes[report.outcome] += 1
+        if report.overrun_ms is not None:
+            overruns.append(report.overrun_ms)
+        if report.abort_latency_ms is not None:
+            aborts.append(report.abort_latency_ms)
+        if report.violations:
+            violating += 1
+            if len(violations) < SHOWN_VIOLATIONS:
+                violations.append(f"{report.violations}\n    in {scenario!r}")
+        done = sum(outcomes.values())
+        if done % 5000 == 0:
+            rate = done / (time.perf_counter() - started)
+            print(f"  worker {worker}: {done} examples, {violating} violating, {rate:.0f}/s", file=sys.stderr)
+
+    one()
+    return {
+        "outcomes": outcomes,
+        "overruns": overruns,
+        "aborts": aborts,
+        "violating": violating,
+        "violations": violations,
+        "fds": (fds_before, open_fds()),
+        "threads": (threads_before, threading.active_count()),
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def _work(args: tuple[int, int, int]) -> dict[str, Any]:
+    return campaign(*args)
+
+
+def percentiles(samples: list[float]) -> str:
+    if not samples:
+        return "(none)"
+    ordered = sorted(samples)
+
+    def at(p: float) -> float:
+        return ordered[min(len(ordered) - 1, round(p * (len(ordered) - 1)))]
+
+    return f"p50 {at(0.5):7.2f}  p99 {at(0.99):7.2f}  max {ordered[-1]:7.2f}  (n={len(ordered)})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--examples", type=int, default=100_000)
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes, each with its own seed")
+    parser.add_argument("--seed", type=int, default=6)
+    options = parser.parse_args()
+    share = [options.examples // options.jobs + (i < options.examples % options.jobs) for i in range(options.jobs)]
+    started = time.perf_counter()
+    work = [(n, options.seed + i, i) for i, n in enumerate(share)]
+    if options.jobs == 1:
+        results = [_work(work[0])]
+    else:
+        with multiprocessing.get_context("spawn").Pool(options.jobs) as pool:
+            results = pool.map(_work, work)
+    outcomes: collections.Counter[str] = collections.Counter()
+    for result in results:
+        outcomes.update(result["outcomes"])
+    total = sum(outcomes.values())
+    violating = sum(r["violating"] for r in results)
+    print(
+        f"soak: {total} examples in {time.perf_counter() - started:.0f} s "
+        f"({options.jobs} worker(s), seed {options.seed})"
+    )
+    print("outcomes by type:")
+    for name, count in outcomes.most_common():
+        print(f"  {name:<28} {count:>7}  {100 * count / total:5.1f}%")
+    print(f"invariant violations: {violating} (margin for time: {MARGIN_MS} ms past the deadline or the abort)")
+    for result in results:
+        for shown in result["violations"]:
+            print(f"  - {shown}")
+    print(f"deadline overrun ms: {percentiles([x for r in results for x in r['overruns']])}")
+    print(f"abort latency ms:    {percentiles([x for r in results for x in r['aborts']])}")
+    for i, result in enumerate(results):
+        print(
+            f"worker {i}: open fds {result['fds'][0]} -> {result['fds'][1]}, threads {result['threads'][0]} -> "
+            f"{result['threads'][1]}, {result['seconds']:.0f} s"
+        )
+    sys.exit(1 if violating else 0)
+
+
+if __name__ == "__main__":
+    main()
