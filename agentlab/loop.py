@@ -294,6 +294,8 @@ class _Run:
             raise self.aborted(self.outside.reason)
         if self.loop.time() >= self.deadline:
             raise self.deadline_error()
+        if self.controller.signal.aborted:  # the caller cancelled the run, and this task ignored it
+            raise self.controller.signal.reason  # type: ignore[misc]
 
     async def ask_model(self) -> Any:
         """Call the model with a read-only snapshot of the history."""
@@ -550,6 +552,7 @@ class _Run:
         except asyncio.CancelledError:  # our caller gave up on us
             self.controller.abort(AbortError("aborted: the caller cancelled the run"))
             task.cancel()
+            task.add_done_callback(_retrieve)
             raise
         finally:
             timer.cancel()

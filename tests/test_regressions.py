@@ -171,3 +171,26 @@ async def test_an_awaitable_answer_landing_as_the_run_stops_is_closed_not_leaked
             await agent_loop("q", model, {}, signal=controller.signal)
         gc.collect()
     assert [str(w.message) for w in caught] == []
+
+
+# -- when the caller cancels the run ----------------------------------------------------------------------
+
+
+async def test_after_the_caller_cancels_nothing_more_runs_and_nothing_is_logged() -> None:
+    logged, ran = [], []
+    asyncio.get_running_loop().set_exception_handler(lambda loop, context: logged.append(context))
+
+    async def stubborn(messages, signal):  # ignores the cancellation, then asks for a tool
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(0.05)
+        return calls(call("t", {}, "c1"))
+
+    tools = {"t": Tool(validate=lambda args: None, run=lambda value: ran.append(value))}
+    run = asyncio.ensure_future(agent_loop("q", stubborn, tools))
+    await asyncio.sleep(0.01)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    await asyncio.sleep(0.1)
+    gc.collect()
+    assert ran == [] and logged == []
