@@ -82,7 +82,7 @@ def steps(run: Any) -> list[Step]:
                 out.append(Step("call", turn, _json(call.get("args")), call_id, name))
         elif message.get("role") == "tool":
             call_id = str(message.get("call_id"))
-            if call_id in pending:
+            if call_id in pending and not _stopped_mid_write(str(message.get("content", ""))):
                 pending.remove(call_id)
             out.append(Step("result", turn, str(message.get("content", "")), call_id, names.get(call_id, "")))
         elif message.get("role") == "assistant":
@@ -163,14 +163,7 @@ def write_outcome(content: str) -> str:
     These are the loop's own records (loop.py, `run_write` and `race`), so a reader sees at once that nothing
     was applied, or that only the store can tell.
     """
-    if not content.startswith("{"):
-        return ""
-    try:
-        value = json.loads(content)
-    except ValueError:
-        return ""
-    if not isinstance(value, dict):
-        return ""
+    value = _record(content)
     if value.get("rolled_back") is True:
         return "↺ rolled back: nothing of it was applied"
     if value.get("outcome") == "unknown":
@@ -178,6 +171,23 @@ def write_outcome(content: str) -> str:
     if value.get("denied") is True:
         return "✗ denied: nothing ran"
     return ""
+
+
+def _record(content: str) -> dict[str, Any]:
+    """A tool result's content as a dict, or {} if it is not a JSON object."""
+    if not content.startswith("{"):
+        return {}
+    try:
+        value = json.loads(content)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _stopped_mid_write(content: str) -> bool:
+    """The loop's record of a write cut short by the stop: the run stopped during that call."""
+    value = _record(content)
+    return value.get("rolled_back") is True or value.get("outcome") == "unknown"
 
 
 def _headline(run: Any) -> str:

@@ -295,7 +295,8 @@ async def test_a_write_stopped_by_the_deadline_before_its_commit_rolls_back_and_
     assert time.perf_counter() - started < 1.0
     outcome = json.loads(raised.value.history[-1]["content"])
     assert outcome["rolled_back"] is True and "before its commit" in outcome["error"]
-    assert "→ w1: ↺ rolled back: nothing of it was applied" in render_text(raised.value)
+    trace = render_text(raised.value)
+    assert "→ w1: ↺ rolled back: nothing of it was applied" in trace and "stopped in turn 1, during call w1" in trace
     assert snapshot(store) == before
     assert audit(store) == [("w1", "reserve", "rolled back")] and store.problems() == []
 
