@@ -5,7 +5,7 @@ that application: it checks every proposal whole before anything runs, and
 holds every limit (turns, tool calls, time, context) itself.
 
 Only the standard library is imported here. The optional parts (the
-`widgets` playground, the `writes` store, the `check`er) import their own
+`widgets` playground, the `store` and its `approval` desk, the `check`er) import their own
 dependencies when you import them.
 """
 
