@@ -21,17 +21,22 @@ it), so a `while True` left behind does not burn a core for the rest of the day.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import ctypes
-import gc
 import html
+import importlib
+import importlib.util
 import inspect
+import json
+import sys
 import textwrap
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from agentlab.behaviours import RUN_BOUND_S, STEPS, Behaviour, BehaviourFailed, select
@@ -265,8 +270,7 @@ def _run_behaviour(behaviour: Behaviour, impl: Callable[..., Any], bound_s: floa
                 "hung",
             )
             return _row(behaviour, failure, seen, [])
-        thread.join(LEAK_GRACE_S)
-        gc.collect()  # so that a coroutine the run never awaited reports itself now, not in a later cell
+        thread.join(LEAK_GRACE_S)  # a coroutine the run never awaited warns as the thread lets go of it
     outcome, leaked = box.get("outcome", (RuntimeError("the checker could not start an event loop"), 0))
     if outcome is None and leaked:
         outcome = BehaviourFailed(
@@ -350,6 +354,85 @@ def _name(impl: Any) -> str:
     if not isinstance(name, str):
         return "agent_loop"
     return f"{module}.{name}" if module not in (None, "__main__", "builtins") else name
+
+
+# -- loading a student's file, module or notebook ------------------------------------
+
+LOAD_BOUND_S = 10.0
+
+
+def load(target: str) -> tuple[Callable[..., Any] | None, str, str | None, str | None]:
+    """Find `agent_loop` in a .py file, a submitted workbook (.ipynb) or an importable module.
+
+    Returns `(agent_loop or None, problem or "", the workbook's step or None, a hint)`. The student's
+    code runs at load time, so loading too is bounded and may fail only into the returned problem.
+    """
+    path = Path(target)
+    box: dict[str, Any] = {}
+    finished = threading.Event()
+
+    def on_own_thread() -> None:
+        try:
+            if path.suffix == ".ipynb":
+                box["namespace"], box["step"] = _run_notebook(path)
+            elif path.suffix == ".py" or path.exists():
+                box["namespace"] = _run_file(path)
+            else:
+                box["namespace"] = vars(importlib.import_module(target))
+        except BaseException as error:  # whatever the student's module does at import time
+            box["error"] = error
+        finally:
+            finished.set()
+
+    threading.Thread(target=on_own_thread, name="agentlab-check load", daemon=True).start()
+    if not finished.wait(LOAD_BOUND_S):
+        problem = f"loading {target} did not finish within {LOAD_BOUND_S:g} s"
+        return None, problem, None, "Remove the code that runs (or waits) at the top level of the file."
+    if "error" in box:
+        error = box["error"]
+        problem = f"loading {target} raised {type(error).__name__}: {error}"
+        return None, problem, None, "Fix the error above: the file must run on its own (python path/to/file.py)."
+    step = box.get("step")
+    impl = box["namespace"].get("agent_loop")
+    if impl is None:
+        return None, f"{target} defines no agent_loop", step, f"Define it at the top level: {SIGNATURE}."
+    return impl, "", step, None
+
+
+def _run_file(path: Path) -> dict[str, Any]:
+    spec = importlib.util.spec_from_file_location(f"agentlab_checked_{abs(hash(str(path.resolve())))}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path} is not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses and pickling look the module up by name
+    spec.loader.exec_module(module)
+    return vars(module)
+
+
+def _run_notebook(path: Path) -> tuple[dict[str, Any], str | None]:
+    """Run a workbook's code cells, except its check cells, in one namespace; return it and the workbook's step."""
+    notebook = json.loads(path.read_text(encoding="utf-8"))
+    namespace: dict[str, Any] = {"__name__": "__main__", "display": lambda *objects, **options: None}
+    for number, cell in enumerate(notebook.get("cells", [])):
+        if cell.get("cell_type") != "code" or "check" in cell.get("metadata", {}).get("tags", []):
+            continue
+        source = "".join(cell.get("source", ""))
+        lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]  # IPython magics
+        code = compile("\n".join(lines), f"{path.name}, cell {number}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        outcome = eval(code, namespace)  # a cell with a top-level await compiles to a coroutine
+        if inspect.iscoroutine(outcome):
+            asyncio.run(outcome)
+    step = notebook.get("metadata", {}).get("agentlab", {}).get("step")
+    return namespace, step if step in STEPS else None
+
+
+def main(target: str, step: str | None = None, as_json: bool = False) -> int:
+    """`python -m agentlab check TARGET`: print the report (or its JSON); 0 only when every row passes."""
+    impl, problem, workbook_step, hint = load(target)
+    step = step or workbook_step
+    report = check(impl, step, name=target) if impl is not None else unloadable(target, step, problem, hint or "")
+    print(json.dumps(report.to_json(), indent=2, ensure_ascii=False) if as_json else render_text(report))
+    return 0 if report.passed else 1
 
 
 # -- hints ------------------------------------------------------------------------
@@ -731,6 +814,8 @@ __all__ = [
     "SignatureError",
     "check",
     "hint_for",
+    "load",
+    "main",
     "render_html",
     "render_text",
     "unloadable",
