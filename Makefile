@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 READY := $(VENV)/.ready
 
-.PHONY: lab test lint format bench clean notebooks
+.PHONY: lab test lint format bench soak stress clean notebooks
 
 $(READY): requirements.txt pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "agentlab needs Python 3.11 or newer"'
@@ -44,6 +44,12 @@ $(BENCH_READY): benchmarks/requirements.txt
 
 bench: $(BENCH_READY)  ## agentlab vs. a bare loop, pydantic-ai and openai-agents: one table (a few minutes)
 	$(BENCH_VENV)/bin/python benchmarks/bench.py
+
+soak: $(READY)  ## 100,000 adversarial runs: outcomes, invariant violations (must be 0), deadline and abort times
+	$(BIN)/python benchmarks/soak.py --examples 100000 --jobs 2
+
+stress: $(READY)  ## 1,000 agent loops at once in one event loop with random faults: deadlines, memory, leaks
+	$(BIN)/python benchmarks/stress.py --loops 1000 --rounds 3
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -898,11 +898,15 @@ async def _play(world: World, margin_ms: float) -> Report:
     model = world.model()
     tools = {name: world.tool(name, plan) for name, plan in scenario.tools}
     controller = AbortController() if scenario.abort is not None and scenario.abort.reason != "cancel" else None
-    started = time.perf_counter()
     seen: dict[str, float] = {}  # when plain callbacks ran: at the deadline, and just after the abort
-    sentinel = loop.call_later(scenario.timeout_ms / 1000, lambda: seen.setdefault("deadline", time.perf_counter()))
-    run = asyncio.ensure_future(
-        agent_loop(
+    sentinels: list[asyncio.TimerHandle] = []
+
+    async def start() -> Any:  # the clocks start as the run does, even when the loop is busy starting others
+        seen["started"] = time.perf_counter()
+        sentinels.append(
+            loop.call_later(scenario.timeout_ms / 1000, lambda: seen.setdefault("deadline", time.perf_counter()))
+        )
+        return await agent_loop(
             scenario.input,
             model,
             tools,
@@ -913,7 +917,8 @@ async def _play(world: World, margin_ms: float) -> Report:
             forbid_repeats=scenario.forbid_repeats,
             signal=controller.signal if controller is not None else None,
         )
-    )
+
+    run = asyncio.ensure_future(start())
     timer: Any = None
     if scenario.abort is not None:
         reason = ABORT_REASONS[scenario.abort.reason]() if controller is not None else None
@@ -937,7 +942,9 @@ async def _play(world: World, margin_ms: float) -> Report:
         outcome = error
     ended = time.perf_counter()
     world.ended = True
-    sentinel.cancel()
+    for sentinel in sentinels:
+        sentinel.cancel()
+    started = seen.get("started", ended)
     if timer is not None:
         timer.cancel()
         if isinstance(timer, threading.Timer):
