@@ -174,7 +174,11 @@ def _guard(impl: Callable[..., Any], seen: _Seen) -> Callable[..., Any]:
                 f"define it with `async def`, so that it can wait for the model and the tools"
             )
         result = await outcome
-        if not (hasattr(result, "text") and hasattr(result, "history")):
+        try:
+            shaped = hasattr(result, "text") and hasattr(result, "history")
+        except Exception:  # an attribute that raises: the behaviour will find out for itself
+            shaped = True
+        if not shaped:
             seen.returned.append(type(result).__name__)
         return result
 
@@ -220,7 +224,7 @@ async def _attempt(behaviour: Behaviour, agent_loop: Callable[..., Any]) -> tupl
     try:
         await behaviour(agent_loop)
         outcome: BaseException | None = None
-    except _Abandoned:
+    except (_Abandoned, GeneratorExit):  # the checker gave up on this thread, or the coroutine is being closed
         raise
     except BaseException as error:  # BehaviourFailed, or anything the student's code threw at the behaviour
         outcome = error
