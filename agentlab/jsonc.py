@@ -105,51 +105,42 @@ def _integer(value: int) -> str:
 
 def compact_json(value: Any) -> str:
     """Return `value` as compact JSON text, exactly as `JSON.stringify` would."""
-    out: list[str] = []
-    _write(value, out, 0)
-    return "".join(out)
+    return _write(value, 0)
 
 
-def _write(value: Any, out: list[str], depth: int) -> None:
+def _write(value: Any, depth: int) -> str:
     kind = type(value)
     if kind is str:
-        out.append(_string(value))
-    elif value is None:
-        out.append("null")
-    elif value is True:
-        out.append("true")
-    elif value is False:
-        out.append("false")
-    elif kind is int:
-        out.append(_integer(value))
-    elif kind is float:
-        out.append(_number(value))
-    elif depth >= MAX_DEPTH:
+        return _string(value)
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if kind is int:
+        return _integer(value)
+    if kind is float:
+        return _number(value)
+    if depth >= MAX_DEPTH:
         raise NotJSONError(_TOO_DEEP)
-    elif kind is dict:
-        out.append("{")
-        for index, (key, item) in enumerate(value.items()):
-            if index:
-                out.append(",")
+    if kind is dict:
+        members = []
+        for key, item in value.items():
             try:
-                out.append(_string(_key(key)))
-                out.append(":")
-                _write(item, out, depth + 1)
+                members.append(f"{_string(_key(key))}:{_write(item, depth + 1)}")
             except NotJSONError as error:
                 raise error.inside(_step(key if type(key) is str else _shown(key))) from None
-        out.append("}")
-    elif kind is list or kind is tuple:
-        out.append("[")
+        return "{" + ",".join(members) + "}"
+    if kind is list or kind is tuple:
+        items = []
         for index, item in enumerate(value):
-            if index:
-                out.append(",")
             try:
-                _write(item, out, depth + 1)
+                items.append(_write(item, depth + 1))
             except NotJSONError as error:
                 raise error.inside(_step(index)) from None
-        out.append("]")
-    else:
-        _write(_plain(value), out, depth)
+        return "[" + ",".join(items) + "]"
+    return _write(_plain(value), depth)
 
 
 def copy_json(value: Any) -> Any:

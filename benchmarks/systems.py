@@ -100,7 +100,7 @@ def prepare_pydantic_ai(turns: int) -> Run:
     from pydantic_ai.models.function import AgentInfo, FunctionModel
     from pydantic_ai.usage import UsageLimits
 
-    agent = Agent(instrument=False)
+    agent = Agent(name="bench")  # instrumentation is off unless Agent.instrument_all() is called
 
     @agent.tool_plain
     async def add(a: int, b: int) -> dict[str, int]:
