@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 READY := $(VENV)/.ready
 
-.PHONY: lab test lint format bench soak stress clean notebooks
+.PHONY: lab test lint format bench soak stress clean notebooks student
 
 $(READY): requirements.txt pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "agentlab needs Python 3.11 or newer"'
@@ -23,6 +23,9 @@ test: $(READY)  ## set up, then run every test: lint, pytest, nbval
 
 notebooks: $(READY)  ## re-execute every notebook in place from a fresh kernel: the outputs nbval compares
 	$(BIN)/python tools/run_notebooks.py
+
+student: $(READY)  ## write the student versions of notebooks/exercises/ (solutions cut out) into its student/
+	$(BIN)/python -m agentlab student
 
 lint: $(READY)
 	$(BIN)/ruff check .

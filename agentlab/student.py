@@ -90,7 +90,10 @@ def student_notebook(notebook: dict[str, Any], name: str = "the notebook") -> di
         if cell.get("cell_type") == "code":
             cell["outputs"], cell["execution_count"] = [], None
         cells.append(cell)
-    return {**notebook, "cells": cells}
+    metadata = dict(notebook.get("metadata", {}))
+    language = metadata.pop("language_info", {})  # what the last run saw (a Python version): not the students' concern
+    metadata["language_info"] = {"name": language.get("name", "python")}
+    return {**notebook, "metadata": metadata, "cells": cells}
 
 
 def render(notebook: dict[str, Any]) -> str:
