@@ -259,7 +259,7 @@ class Store:
         try:
             self._create(books, reservations)
             # Held open (never used) so that the write-ahead log outlives each operation's connection:
-            # otherwise every close would checkpoint and delete it, which costs ~20 ms per write.
+            # otherwise the close of each one would checkpoint and delete it, and every write would pay for that.
             keeper = sqlite3.connect(self.path, check_same_thread=False)
             keeper.execute("SELECT COUNT(*) FROM books").fetchone()
         except BaseException:

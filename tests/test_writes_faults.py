@@ -166,7 +166,7 @@ async def test_an_operation_that_fails_halfway_through_its_effect_leaves_nothing
 # -- SIGKILL in the middle of a write ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("killed", ["w1", "w3"])
+@pytest.mark.parametrize("killed", ["w3"])  # in the second batch, after two commits
 async def test_a_process_killed_before_a_commit_leaves_the_last_commit_and_a_replay_applies_each_write_once(
     tmp_path, killed
 ) -> None:
@@ -236,7 +236,7 @@ def test_concurrent_loops_in_threads_neither_lose_an_update_nor_apply_one_twice(
 def test_concurrent_loops_in_processes_neither_lose_an_update_nor_apply_one_twice(tmp_path) -> None:
     path = tmp_path / "shop.db"
     Store(path, books=books())
-    plans = [[["dup-", 10], ["a-", 10]], [["dup-", 10], ["b-", 10]], [["c-", 10]]]  # three processes, five loops
+    plans = [[["dup-", 10], ["a-", 10]], [["dup-", 10], ["b-", 10]]]  # two processes, two loops (threads) each
     processes = [child(path, "-", json.dumps(plan)) for plan in plans]
     for process in processes:
         assert read_line(process) == "ready"
@@ -250,9 +250,9 @@ def test_concurrent_loops_in_processes_neither_lose_an_update_nor_apply_one_twic
     store = Store(path)
     assert store.problems() == []
     per_id = effects_per_id(store)
-    assert set(per_id.values()) == {1} and len(per_id) == 40
-    assert store.sql("SELECT on_hand FROM books")[0]["on_hand"] == COPIES - 40
-    assert outcomes(store) == {"applied": 40, "replayed": 10}
+    assert set(per_id.values()) == {1} and len(per_id) == 30
+    assert store.sql("SELECT on_hand FROM books")[0]["on_hand"] == COPIES - 30
+    assert outcomes(store) == {"applied": 30, "replayed": 10}
 
 
 def test_a_writer_that_holds_the_lock_too_long_makes_the_other_fail_clearly(tmp_path) -> None:
