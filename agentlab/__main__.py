@@ -67,6 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     checker.add_argument("target", help="a .py file, a submitted workbook (.ipynb) or a module that defines agent_loop")
     checker.add_argument("--step", choices=STEPS, help="only the behaviours of one workbook step (default: all)")
     checker.add_argument("--json", action="store_true", help="print a JSON result for graders (score, rows, hints)")
+    checker.add_argument("--bound-s", type=float, default=None, help="give up on a behaviour after this long (2.5)")
     checker.set_defaults(handler=_check)
     student = commands.add_parser("student", help="write the student versions of notebooks/exercises/ workbooks")
     student.add_argument("--check", action="store_true", help="only list stale student versions; exit 1 if any")
@@ -77,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
 def _check(options: argparse.Namespace) -> int:
     from agentlab.check import main as check_main
 
-    return check_main(options.target, options.step, options.json)
+    return check_main(options.target, options.step, options.json, options.bound_s)
 
 
 def _student(options: argparse.Namespace) -> int:

@@ -430,11 +430,14 @@ def _run_notebook(path: Path) -> tuple[dict[str, Any], str | None]:
     return namespace, step if step in STEPS else None
 
 
-def main(target: str, step: str | None = None, as_json: bool = False) -> int:
+def main(target: str, step: str | None = None, as_json: bool = False, bound_s: float | None = None) -> int:
     """`python -m agentlab check TARGET`: print the report (or its JSON); 0 only when every row passes."""
     impl, problem, workbook_step, hint = load(target)
     step = step or workbook_step
-    report = check(impl, step, name=target) if impl is not None else unloadable(target, step, problem, hint or "")
+    if impl is None:
+        report = unloadable(target, step, problem, hint or "")
+    else:
+        report = check(impl, step, name=target, bound_s=bound_s or BOUND_S)
     print(json.dumps(report.to_json(), indent=2, ensure_ascii=False) if as_json else render_text(report))
     return 0 if report.passed else 1
 
