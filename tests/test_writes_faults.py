@@ -7,6 +7,7 @@ The child processes import this module for the same model and options as the par
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
@@ -14,14 +15,17 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
+import agentlab.loop as loop_module
 import agentlab.store as store_module
-from agentlab import ToolError, agent_loop, agent_loop_sync
+from agentlab import DeadlineError, ToolError, agent_loop, agent_loop_sync
 from agentlab.fakes import Scripted, call, calls, final
 from agentlab.store import Store
+from agentlab.trace import render_text
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL and fork-free child processes: POSIX only")
 
@@ -161,6 +165,23 @@ async def test_an_operation_that_fails_halfway_through_its_effect_leaves_nothing
         await replay(store, "w", 1)
     assert applied_ids(store) == [] and store.sql("SELECT on_hand FROM books")[0]["on_hand"] == COPIES
     assert store.sql("SELECT COUNT(*) AS n FROM writes")[0]["n"] == 0 and store.problems() == []
+
+
+async def test_a_write_that_outlives_the_grace_is_unknown_to_the_loop_and_settled_in_the_audit_log(
+    tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setattr(loop_module, "WRITE_GRACE_MS", 20)
+
+    def deaf_disk(proposed, signal) -> None:
+        time.sleep(0.3)  # ignores the stop
+
+    store = Store(tmp_path / "shop.db", books=books(), before_commit=deaf_disk)
+    with pytest.raises(DeadlineError) as raised:
+        await agent_loop("q", writer("w", 1), store.tools(), **loop_kwargs(1) | {"timeout_ms": 20})
+    assert json.loads(raised.value.history[-1]["content"])["outcome"] == "unknown"
+    assert "? outcome unknown" in render_text(raised.value)
+    await asyncio.sleep(0.5)  # the write ends on its own: it sees the stop before its commit
+    assert outcomes(store) == {"rolled back": 1} and applied_ids(store) == [] and store.problems() == []
 
 
 # -- SIGKILL in the middle of a write ---------------------------------------------------------
