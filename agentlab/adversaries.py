@@ -503,6 +503,18 @@ def scenarios(draw: st.DrawFn, timeouts: st.SearchStrategy[int] = quick_timeouts
     )
 
 
+# Hostile values whose cost is CPU time on the event loop's thread (walking them,
+# copying them, writing them out): one is a fine test of the loop, a thousand at
+# once only measure how busy one event loop can get.
+HEAVY = ("very_deep", "'deep'", "huge_str", "huge_int", "huge_message", "n=300")
+
+
+def is_light(scenario: Scenario) -> bool:
+    """True if the scenario holds none of the `HEAVY` values (for running many at once)."""
+    text = repr(scenario)
+    return not any(tag in text for tag in HEAVY)
+
+
 # -- playing a scenario ---------------------------------------------------------------------------
 
 NOT_JSON = object()  # a proposal the loop must refuse: it is not JSON data
@@ -1165,6 +1177,7 @@ __all__ = [
     "ToolRun",
     "check",
     "install",
+    "is_light",
     "play",
     "run_scenario",
     "scenarios",

@@ -78,12 +78,19 @@ def campaign(examples: int, seed_value: int, worker: int) -> dict[str, Any]:
             aborts_beyond.append(report.loop_abort_latency_ms or 0.0)
         if report.violations:
             violating += 1
+            shown = f"{report.violations}\n    in {scenario!r}"
+            print(f"  worker {worker} violation: {shown}", file=sys.stderr, flush=True)
             if len(violations) < SHOWN_VIOLATIONS:
-                violations.append(f"{report.violations}\n    in {scenario!r}")
+                violations.append(shown)
         done = sum(outcomes.values())
         if done % 5000 == 0:
             rate = done / (time.perf_counter() - started)
-            print(f"  worker {worker}: {done} examples, {violating} violating, {rate:.0f}/s", file=sys.stderr)
+            print(
+                f"  worker {worker}: {done} examples, {violating} violating, {rate:.0f}/s; "
+                f"overrun {percentiles(overruns)}; abort {percentiles(aborts)}; {dict(outcomes.most_common())}",
+                file=sys.stderr,
+                flush=True,
+            )
 
     one()
     return {
