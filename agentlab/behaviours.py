@@ -313,6 +313,27 @@ async def limits_reached_exactly(agent_loop: AgentLoop) -> None:
     await _returns(
         agent_loop("q", _tools_model(), {}, max_chars=4), "a 4-character answer to fit max_chars=4", "exact_output"
     )
+    # ... and never one step more: exactly max_turns model calls, exactly max_calls tool runs
+    turns: list[int] = []
+
+    async def keeps_calling(messages: Any, signal: Any = None) -> dict[str, Any]:
+        turns.append(len(turns) + 1)
+        return {"kind": "tools", "calls": [{"id": f"c{len(turns)}", "name": "lookup", "args": {"id": "A"}}]}
+
+    await _rejects(agent_loop("q", keeps_calling, _lookup(), max_turns=2), "turn budget", "past_turns")
+    if len(turns) != 2:
+        raise BehaviourFailed(
+            "the model to be called exactly max_turns=2 times, then the turn budget",
+            f"it was called {len(turns)} times",
+            "past_turns",
+        )
+    turns.clear()
+    ran: list[Any] = []
+    await _rejects(agent_loop("q", keeps_calling, _lookup(ran), max_calls=2), "tool budget", "past_calls")
+    if len(ran) != 2:
+        raise BehaviourFailed(
+            "exactly max_calls=2 tool runs, then the tool budget", f"{len(ran)} tool runs happened", "past_calls"
+        )
 
 
 async def context_counts_calls(agent_loop: AgentLoop) -> None:

@@ -500,6 +500,15 @@ _WHOLE_BATCH = (
 
 # Keyed "behaviour/clue"; "behaviour/kind:*" matches every clue of that kind, "behaviour/*:detail" every kind
 # with that detail, "behaviour/*" the whole behaviour, and "*/clue" any behaviour.
+_PAST_TURNS = (
+    "max_turns is the number of model calls allowed, no more: before each call, refuse when the calls "
+    "made so far are already >= max_turns (a check with > lets one turn too many through)."
+)
+_PAST_CALLS = (
+    "max_calls is the number of tool runs allowed over the whole run: refuse a batch before it runs when "
+    "calls made + len(batch) > max_calls, and count every run, in every turn."
+)
+
 HINTS: dict[str, str] = {
     # basics
     "result_reaches_model/no_second_turn": (
@@ -632,6 +641,10 @@ HINTS: dict[str, str] = {
         "A history of exactly max_chars characters fits: refuse only when the size is > max_chars, and count "
         "only the content (the 4 characters of 'abcd'), not the keys or the role."
     ),
+    "limits_reached_exactly/past_turns": _PAST_TURNS,
+    "limits_reached_exactly/*:past_turns": _PAST_TURNS,
+    "limits_reached_exactly/past_calls": _PAST_CALLS,
+    "limits_reached_exactly/*:past_calls": _PAST_CALLS,
     "limits_reached_exactly/exact_output": (
         "A final text of exactly max_chars characters fits: refuse it only when len(text) > max_chars."
     ),

@@ -87,6 +87,7 @@ MUTANTS = (
         {
             "tool_and_turn_budgets": "tool_and_turn_budgets/ran:max_calls",
             "budget_before_running": "budget_before_running/*",
+            "limits_reached_exactly": "limits_reached_exactly/past_calls",
         },
     ),
     Mutant(
@@ -215,6 +216,12 @@ MUTANTS = (
         "refuses the last allowed turn",
         (("            if turns >= max_turns:", "            if turns + 1 >= max_turns:"),),
         {"limits_reached_exactly": "limits_reached_exactly/exact_turns_calls"},
+    ),
+    Mutant(
+        "one_turn_too_many",
+        "lets the model take one turn past max_turns",
+        (("            if turns >= max_turns:", "            if turns > max_turns:"),),
+        {"limits_reached_exactly": "limits_reached_exactly/past_turns"},
     ),
     Mutant(
         "no_shape_check",
