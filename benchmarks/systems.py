@@ -205,9 +205,9 @@ SYSTEMS = {
             "openai-agents",
             prepare_openai_agents,
             "import agents",
-            "pydantic Responses-API items, the model input rebuilt from the run's items each turn, tool args "
-            "parsed from a JSON string and validated by pydantic, guardrail/hook/handoff/tool-use checks, "
-            "run-state bookkeeping (tracing disabled)",
+            "pydantic Responses-API items; the model input rebuilt from all of the run's items and de-duplicated "
+            "on every turn; tool args parsed from a JSON string and validated by pydantic; guardrail, hook, "
+            "handoff and tool-use checks; run-state bookkeeping (tracing disabled)",
             framework=True,
         ),
     )
