@@ -271,6 +271,9 @@ HOSTILE: dict[str, Callable[[], Any]] = {
 }
 
 
+SHARED = ("deep", "very_deep", "huge_str", "huge_int")  # built once per scenario (see World.materialize)
+
+
 def hostile(tag: str) -> Any:
     """A fresh hostile value for `tag`."""
     return HOSTILE[tag]()
@@ -577,6 +580,7 @@ class World:
         self.tasks: list[asyncio.Task[Any]] = []
         self.problems: list[str] = []  # what the adversaries saw go wrong as it happened
         self.abort_at: float | None = None
+        self.shared: dict[str, Any] = {}  # the SHARED hostile values, built once
 
     # -- bookkeeping shared by model and tools
 
@@ -604,6 +608,8 @@ class World:
     def materialize(self, spec: Any) -> Any:
         """A fresh live value for a plan value: marks and hostiles resolved, containers copied."""
         if isinstance(spec, Hostile):
+            if spec.tag in SHARED:  # costly to build: one per scenario, however many calls carry it
+                return self.shared.setdefault(spec.tag, hostile(spec.tag))
             return hostile(spec.tag)
         if isinstance(spec, Mark):
             scenario = self.scenario
@@ -1133,24 +1139,36 @@ def _history_problems(world: World, outcome: Any, history: list[Any], is_result:
 
 def run_scenario(scenario: Scenario, margin_ms: float = MARGIN_MS) -> Report:
     """Play one scenario on a fresh event loop; warnings and unraisable errors count as violations."""
+    return run_scenarios([scenario], margin_ms)[0]
+
+
+def run_scenarios(batch: list[Scenario], margin_ms: float = MARGIN_MS) -> list[Report]:
+    """Play scenarios at the same time on one fresh event loop, each checked on its own.
+
+    What cannot be told apart by scenario (a warning, an unraisable error,
+    something the event loop logged, a leaked thread) counts against the first.
+    """
     loop = asyncio.new_event_loop()
     install(loop)
     unraisable: list[str] = []
     previous_hook = sys.unraisablehook
     sys.unraisablehook = lambda hook: unraisable.append(f"unraisable: {hook.exc_value!r} in {hook.object!r}")
+
+    async def together() -> list[Report]:
+        return await asyncio.gather(*(play(scenario, margin_ms) for scenario in batch))
+
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            report = loop.run_until_complete(play(scenario, margin_ms))
+            reports = loop.run_until_complete(together())
             loop.run_until_complete(loop.shutdown_asyncgens())
     finally:
         sys.unraisablehook = previous_hook
         loop.close()
-    report.violations += [f"warning: {w.category.__name__}: {w.message}" for w in caught] + unraisable
-    report.violations += LOGGED
+    shared = [f"warning: {w.category.__name__}: {w.message}" for w in caught] + unraisable + LOGGED
     LOGGED.clear()
-    report.violations += leaked_threads()
-    return report
+    reports[0].violations += shared + leaked_threads()
+    return reports
 
 
 def leaked_threads(grace_s: float = 0.5) -> list[str]:
@@ -1180,5 +1198,6 @@ __all__ = [
     "is_light",
     "play",
     "run_scenario",
+    "run_scenarios",
     "scenarios",
 ]
