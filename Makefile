@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 READY := $(VENV)/.ready
 
-.PHONY: lab test lint format bench soak stress clean notebooks student
+.PHONY: lab test test-browser lint format bench soak stress clean notebooks student
 
 $(READY): requirements.txt pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "agentlab needs Python 3.11 or newer"'
@@ -20,6 +20,12 @@ test: $(READY)  ## set up, then run every test: lint, pytest, nbval
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
+
+# The browser suite (tests/browser): every notebook opened and run in a real JupyterLab in headless Debian Chromium
+# (/usr/bin/chromium; as root: apt-get install -y chromium), its playgrounds and approval desk moved by hand. It
+# prints the folder of its screenshots. `make test` skips it: it takes minutes.
+test-browser: $(READY)  ## set up, then run every notebook in JupyterLab in headless Chromium (a few minutes)
+	$(BIN)/python -m pytest -m browser tests/browser
 
 notebooks: $(READY)  ## re-execute every notebook in place from a fresh kernel: the outputs nbval compares
 	$(BIN)/python tools/run_notebooks.py

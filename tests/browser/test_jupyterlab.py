@@ -1,0 +1,310 @@
+"""Every notebook, opened and run in JupyterLab in a real Chromium; its playground moved by hand.
+
+nbval proves the Python side; this proves what a learner gets: the kernel
+starts, Run All Cells (from the menu) executes every cell with no traceback
+or stderr, the widgets render, and a playground's controls change the run.
+An AgentError that a cell displays on purpose is a trace (HTML), not an
+error output, and is fine; a genuine traceback fails the test.
+
+    make test-browser          # prints the screenshots' folder at the start and the end
+
+Each notebook gets a screenshot after Run All, and each playground move one
+of the playground; a failure says which screenshot shows it.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from lab_harness import NOTEBOOKS, Chromium, LabServer, NotebookPage, notebook_page, wait_for
+from playground_view import PlaygroundView
+
+from agentlab.scenarios import SCENARIOS
+
+
+def discover_notebooks() -> list[Path]:
+    """Every notebook under notebooks/ (lessons, exercises, students' workbooks), found when the tests are collected."""
+    return sorted(
+        path.relative_to(NOTEBOOKS) for path in NOTEBOOKS.rglob("*.ipynb") if ".ipynb_checkpoints" not in path.parts
+    )
+
+
+def shot_name(notebook: Path) -> str:
+    return notebook.with_suffix("").as_posix().replace("/", "__")
+
+
+# -- moving each playground by hand ----------------------------------------------------------
+
+Shot = Callable[[str], Path]
+
+
+def drive_budgets(view: PlaygroundView, shot: Shot) -> None:
+    """One lookup too many trips the tool budget; one turn too few the turn budget."""
+    for name, value in {"calls_per_turn": 2, "turns_before_answer": 3, "max_turns": 4, "max_calls": 6}.items():
+        view.type_into_readout(name, value)
+    assert view.wait_settled_as_expected().startswith("✓ answered"), shot("answers")
+    view.press("max_calls", "ArrowLeft")  # 6 → 5: the third turn's two lookups would make 6
+    status = view.wait_settled_as_expected({**view.settings(), "max_calls": 5})
+    assert status.startswith("✗ ToolBudgetError") and view.tripped_gauges() == ["calls"], shot("tool-budget")
+    view.type_into_readout("max_calls", 16)
+    view.type_into_readout("max_turns", 3)  # the answer comes in turn 4
+    status = view.wait_settled_as_expected({**view.settings(), "max_calls": 16, "max_turns": 3})
+    assert status.startswith("✗ TurnBudgetError") and view.tripped_gauges() == ["turns"], shot("turn-budget")
+    shot("turn-budget")
+
+
+def drive_call_ids(view: PlaygroundView, shot: Shot) -> None:
+    """One lookup a turn: three turns of calls, each result tied to its id; then too few turns."""
+    view.type_into_readout("books", 3)
+    view.type_into_readout("per_turn", 1)
+    status = view.wait_settled_as_expected({**view.settings(), "books": 3, "per_turn": 1})
+    assert status.startswith("✓ answered") and view.rows("call") == 3 == view.rows("result"), shot("one-per-turn")
+    assert all(f"c{n}" in status for n in (1, 2, 3)), shot("one-per-turn")
+    turns = view.value("max_turns")
+    view.press("max_turns", *["ArrowLeft"] * (turns - 3))  # 3 lookups + the answer need 4 turns
+    status = view.wait_settled_as_expected({**view.settings(), "max_turns": 3})
+    assert status.startswith("✗ TurnBudgetError"), shot("turn-budget")
+    shot("turn-budget")
+
+
+def drive_tool_names(view: PlaygroundView, shot: Shot) -> None:
+    """A registered name runs; an inherited one is refused with its whole batch."""
+    names = view.scenario.knobs[0].choices
+    view.choose("name", names.index("lookup"))
+    assert view.wait_settled_as_expected().startswith("✓ answered"), shot("lookup")
+    view.choose("name", names.index("__class__"))
+    status = view.wait_settled_as_expected()
+    assert status.startswith("✗ UnknownToolError") and "__class__" in status, shot("inherited-name")
+    whole_batch = view.value("good_calls_before") + 1  # the good lookups before it are refused with it
+    assert view.rows("rejected") == whole_batch and view.rows("result") == 0, shot("inherited-name")
+    before = view.value("good_calls_before")
+    view.press("good_calls_before", "ArrowRight")
+    status = view.wait_settled_as_expected({**view.settings(), "good_calls_before": min(before + 1, 2)})
+    assert status.startswith("✗ UnknownToolError") and view.rows("result") == 0, shot("good-calls-first")
+    shot("good-calls-first")
+
+
+def drive_tool_args(view: PlaygroundView, shot: Shot) -> None:
+    """Valid args run; an extra key is refused before anything runs; no calls left trips the budget."""
+    labels = view.scenario.knobs[0].choices
+    view.choose("args", 0)
+    assert view.wait_settled_as_expected().startswith("✓ answered"), shot("valid")
+    view.choose("args", next(i for i, label in enumerate(labels) if "extra key" in label))
+    status = view.wait_settled_as_expected()
+    assert status.startswith("✗ ToolArgsError") and view.rows("result") == 0, shot("extra-key")
+    view.choose("args", 0)
+    view.press("max_calls", "Home")  # no tool run allowed at all
+    status = view.wait_settled_as_expected({**view.settings(), "args": 0, "max_calls": 0})
+    assert status.startswith("✗ ToolBudgetError"), shot("no-calls")
+    shot("no-calls")
+
+
+def drive_duplicate_ids(view: PlaygroundView, shot: Shot) -> None:
+    """Fresh ids answer; c1 twice in one batch runs nothing; c1 again on turn 2 is refused."""
+    view.type_into_readout("turns", 3)
+    view.type_into_readout("reuse_id_on_turn", 0)
+    assert view.wait_settled_as_expected({**view.settings(), "turns": 3, "reuse_id_on_turn": 0}).startswith(
+        "✓ answered"
+    ), shot("fresh-ids")
+    view.press("reuse_id_on_turn", "ArrowRight")
+    status = view.wait_settled_as_expected({**view.settings(), "reuse_id_on_turn": 1})
+    assert status.startswith("✗ DuplicateCallIdError") and view.rows("result") == 0, shot("reuse-in-batch")
+    view.press("reuse_id_on_turn", "ArrowRight")
+    status = view.wait_settled_as_expected({**view.settings(), "reuse_id_on_turn": 2})
+    assert status.startswith("✗ DuplicateCallIdError") and view.rows("result") == 1, shot("reuse-on-turn-2")
+    shot("reuse-on-turn-2")
+
+
+def drive_deadline(view: PlaygroundView, shot: Shot) -> None:
+    """Time enough answers; a slow model, then a blocking one, stop at the deadline and no later."""
+    view.choose("blocking", 0)
+    view.type_into_readout("model_delay_ms", 250)
+    view.type_into_readout("timeout_ms", 2000)
+    status = view.wait_settled_as_expected({**view.settings(), "blocking": 0, "model_delay_ms": 250})
+    assert status.startswith("✓ answered"), shot("in-time")
+    view.type_into_readout("model_delay_ms", 1500)  # two turns of 1.5 s against 2 s
+    status = view.wait_settled_as_expected({**view.settings(), "model_delay_ms": 1500})
+    assert status.startswith("✗ DeadlineError") and "time" in view.tripped_gauges(), shot("slow-model")
+    started = time.monotonic()
+    view.choose("blocking", 1)
+    view.wait_running()
+    wait_for("the blocking run to end", lambda: "running" not in view.status(), 10)
+    took = time.monotonic() - started
+    status = view.wait_settled_as_expected({**view.settings(), "blocking": 1})
+    assert status.startswith("✗ DeadlineError") and took < 2 + 3, shot("blocking-model")
+    shot("blocking-model")
+
+
+def drive_limits(view: PlaygroundView, shot: Shot) -> None:
+    """A tool result too big trips the context budget; a long answer the output budget; Stop stops."""
+    for name, value in {"model_delay_ms": 0, "answer_size": 120, "result_size": 400, "max_chars": 800}.items():
+        view.type_into_readout(name, value)
+    assert view.wait_settled_as_expected().startswith("✓ answered"), shot("fits")
+    view.press("result_size", "End")  # 3000 characters into an 800-character history
+    status = view.wait_settled_as_expected({**view.settings(), "result_size": 3000})
+    assert status.startswith("✗ ContextBudgetError") and view.tripped_gauges() == ["chars"], shot("context-budget")
+    view.type_into_readout("result_size", 400)
+    view.type_into_readout("answer_size", 1000)
+    status = view.wait_settled_as_expected({**view.settings(), "result_size": 400, "answer_size": 1000})
+    assert status.startswith("✗ OutputBudgetError"), shot("output-budget")
+    view.type_into_readout("answer_size", 120)
+    view.type_into_readout("model_delay_ms", 5000)  # 5 s a turn: this run would take 10 s
+    view.wait_running()
+    assert view.stop_button.is_enabled(), shot("slow-run")
+    shot("slow-run")
+    clicked = time.monotonic()
+    view.stop_button.click()
+    wait_for("Stop to end the run", lambda: "running" not in view.status(), 10)
+    took = time.monotonic() - clicked
+    status = view.status()
+    assert status == "✗ AbortError: aborted: the Stop button was pressed" and took < 3, shot("stopped")
+    assert view.stop_button.is_disabled(), shot("stopped")
+    shot("stopped")
+
+
+def drive_weather(view: PlaygroundView, shot: Shot) -> None:
+    """The demo model answers; each boundary case is refused with its own error; one turn is too few."""
+    cases = view.scenario.knobs[0].choices
+    view.choose("case", 0)
+    view.type_into_readout("max_turns", 5)
+    assert view.wait_settled_as_expected({**view.settings(), "case": 0, "max_turns": 5}).startswith("✓ answered"), shot(
+        "demo"
+    )
+    expected = {"unknown-tool": "UnknownToolError", "invalid-city": "ToolArgsError", "same-call-twice": "RepeatedCall"}
+    for case, error in expected.items():
+        view.choose("case", cases.index(case))
+        status = view.wait_settled_as_expected({**view.settings(), "case": cases.index(case)})
+        assert status.startswith(f"✗ {error}"), shot(case)
+    view.choose("case", 0)
+    view.press("max_turns", *["ArrowLeft"] * 4)  # 5 → 1: the demo model needs two turns
+    status = view.wait_settled_as_expected({**view.settings(), "case": 0, "max_turns": 1})
+    assert status.startswith("✗ TurnBudgetError") and view.tripped_gauges() == ["turns"], shot("one-turn")
+    shot("one-turn")
+
+
+DRIVERS: dict[str, Callable[[PlaygroundView, Shot], None]] = {
+    "budgets": drive_budgets,
+    "call_ids": drive_call_ids,
+    "tool_names": drive_tool_names,
+    "tool_args": drive_tool_args,
+    "duplicate_ids": drive_duplicate_ids,
+    "deadline": drive_deadline,
+    "limits": drive_limits,
+    "weather": drive_weather,
+}
+DRIVEN: set[str] = set()  # the playgrounds (and "desk") driven in this session
+
+
+def drive_desk(page: NotebookPage) -> None:
+    """09_writes' live approval desk: Deny with a reason, run the cell again, Approve.
+
+    The denial's reason must reach the model (its answer quotes it) and
+    nothing is reserved; the approval writes the reservation.
+    """
+    waiting = page.page.evaluate(
+        """() => Array.from(document.querySelectorAll('.jp-NotebookPanel .jp-Notebook .jp-Cell')).flatMap(
+             (cell, index) => Array.from(cell.querySelectorAll('button.widget-button'))
+               .some(button => !button.disabled && button.textContent.includes('Approve')) ? [index] : [])"""
+    )
+    assert len(waiting) == 1, f"expected one cell with a desk waiting for Approve or Deny, found cells {waiting}"
+    cell = page.page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").nth(waiting[0])
+    live = cell.locator(".jp-OutputArea-output")
+
+    def shot(label: str) -> Path:
+        path = page.shots / f"{page.name}-desk-{label}.png"
+        cell.scroll_into_view_if_needed()
+        cell.screenshot(path=str(path))
+        return path
+
+    reason = "not today: checking the Deny button"
+    live.locator(".widget-text input").fill(reason)
+    shot("waiting")
+    live.locator("button.widget-button", has_text="Deny").click()
+    verdict = cell.locator(".widget-html-content > .verdict").first  # the card's, not the run's status
+    wait_for("the card to say denied", lambda: verdict.inner_text().strip() == f"✗ denied: {reason}", 20)
+    trace = cell.locator(".agentlab-trace")
+    wait_for("the run's trace under the card", lambda: trace.count() == 1, 20)
+    answer = trace.inner_text()
+    assert "✓ answered" in answer and f'"reason":"{reason}"' in answer and "nothing ran" in answer, shot("denied")
+    assert cell.locator("button.widget-button:not([disabled])").count() == 0, shot("denied")
+    shot("denied")
+
+    cell.locator(".jp-InputPrompt").click()  # select the cell, then Run > Run Selected Cell
+    page.menu("Run", "runmenu:run")
+    approve = cell.locator("button.widget-button:not([disabled])", has_text="Approve")
+    wait_for("a new card waiting for an answer", lambda: approve.count() == 1, 30)
+    approve.click()
+    wait_for("the card to say approved", lambda: verdict.inner_text().strip().startswith("✓ approved"), 20)
+    wait_for("the run's trace under the card", lambda: trace.count() == 1, 20)
+    answer = trace.inner_text()
+    assert "✓ answered" in answer and '"reservation":' in answer and "writes: 1 / " in answer, shot("approved")
+    shot("approved")
+
+
+def test_every_scenario_has_a_driver() -> None:
+    assert set(DRIVERS) == set(SCENARIOS), "add a drive_<key> function for each new scenario"
+
+
+# -- every notebook --------------------------------------------------------------------------
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("notebook", discover_notebooks(), ids=lambda path: path.as_posix())
+def test_notebook_runs_clean_in_jupyterlab(notebook: Path, lab: LabServer, chromium: Chromium, shots_dir: Path) -> None:
+    name = shot_name(notebook)
+    try:
+        with notebook_page(chromium.browser, name, lab.root / notebook, shots_dir) as page:
+            try:
+                run_and_check(page, lab.url(notebook))
+                for key, driver in DRIVERS.items():
+                    view = PlaygroundView(page.page, key)
+                    if view.present():
+                        drive(view, driver, page)
+                        DRIVEN.add(key)
+                if page.page.locator(".agentlab-desk").count():
+                    drive_desk(page)
+                    DRIVEN.add("desk")
+            except Exception as error:
+                failure = page.screenshot("FAILED")
+                raise AssertionError(
+                    f"{notebook}: {error}\nscreenshot: {failure}\nserver log:\n{lab.log_tail(15)}"
+                ) from error
+    finally:
+        lab.shut_down_kernels()  # after the page is closed, so that it does not start a new one
+
+
+def run_and_check(page: NotebookPage, url: str) -> None:
+    """Open, Run All from the menu, wait for every cell, and fail on any error output; screenshot it."""
+    page.open(url)
+    page.run_all()
+    cells = page.wait_all_executed()
+    page.wait_widgets_rendered()
+    cells = page.cells()
+    problems = page.problems(cells)
+    first_widget = page.page.locator(".jp-OutputArea-output .jupyter-widgets").first
+    if first_widget.count():
+        first_widget.scroll_into_view_if_needed()
+    page.screenshot()
+    assert not problems, "\n".join(problems)
+    assert not page.console_errors, f"uncaught errors in the page: {page.console_errors}"
+
+
+def drive(view: PlaygroundView, driver: Callable[[PlaygroundView, Shot], None], page: NotebookPage) -> None:
+    """Move one playground by hand; each `shot(label)` saves a picture of it and returns its path."""
+    assert view.output.locator(".widget-slider, .widget-dropdown").count() > 0, (
+        f"playground {view.key} shows no live controls (the widget did not render, only its static snapshot)"
+    )
+    view.output.scroll_into_view_if_needed()
+    view.wait_settled_as_expected()
+
+    def shot(label: str) -> Path:
+        path = page.shots / f"{page.name}-{view.key}-{re.sub(r'[^a-z0-9-]+', '-', label.lower())}.png"
+        view.output.scroll_into_view_if_needed()
+        view.output.screenshot(path=str(path))
+        return path
+
+    driver(view, shot)
