@@ -30,6 +30,7 @@ SERIES = (
     "07_limits_and_cancellation",
     "08_tutorial_weather",
 )
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 # nbval markers that weaken a cell's check; a cell using one must say why in a comment of its own.
 WEAKENING = {"NBVAL_SKIP", "NBVAL_IGNORE_OUTPUT", "nbval-skip", "nbval-ignore-output"}
 
@@ -85,9 +86,16 @@ def test_saved_from_one_clean_run(path: Path) -> None:
 
 @pytest.mark.parametrize("path", NOTEBOOK_PARAMS)
 def test_no_saved_widget_state(path: Path) -> None:
+    """No widget state, and no output pointing at it: JupyterLab would show "model not found", not the snapshot."""
     notebook = nbformat.read(path, as_version=4)
     assert "widgets" not in notebook.metadata, "saved widget state: run `make notebooks`, which strips it"
     assert not [cell for cell in notebook.cells if "widgets" in cell.metadata]
+    views = [
+        number
+        for number, cell in enumerate(code_cells(path))
+        if any(WIDGET_VIEW in output.get("data", {}) for output in cell.outputs)
+    ]
+    assert not views, f"code cells {views} save a widget view with no state to show: run `make notebooks`"
 
 
 @pytest.mark.parametrize("path", NOTEBOOK_PARAMS)

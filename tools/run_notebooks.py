@@ -9,8 +9,15 @@ run of the current code. This script makes that run: a new kernel on this
 environment's Python per notebook, cells top to bottom, working directory
 the notebook's folder. It fails on the first cell that raises, unless the cell
 is tagged `raises-exception`. It then removes what must not be committed: the
-saved widget state (the live widgets re-create themselves when the cell runs,
-and their static HTML snapshot is in the outputs already) and per-cell timing.
+saved widget state (the live widgets re-create themselves when the cell runs)
+with the outputs' references to it, and per-cell timing.
+
+Why drop the references (`application/vnd.jupyter.widget-view+json`) too:
+without the state they can only fail. JupyterLab would show "Error displaying
+widget: model not found" where the playground's static HTML snapshot of its
+last run belongs; without them, JupyterLab, GitHub and nbviewer all show the
+snapshot until the cell is run again. nbval never compares them (their model
+ids are random), so the check loses nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 # Students' working copies: theirs to run, never executed or tested here.
 STUDENT_WORK = NOTEBOOKS / "exercises" / "student"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 CELL_TIMEOUT_S = 60
 
@@ -53,12 +61,14 @@ def tested_notebooks() -> list[Path]:
 
 
 def strip_volatile(notebook: nbformat.NotebookNode) -> None:
-    """Remove saved widget state and timing metadata; pin the kernelspec to the plain python3 one."""
+    """Remove widget state and the outputs' references to it, and timing; pin the kernelspec to plain python3."""
     notebook.metadata.pop("widgets", None)
     notebook.metadata["kernelspec"] = dict(KERNELSPEC)
     for cell in notebook.cells:
         cell.metadata.pop("execution", None)
         cell.metadata.pop("widgets", None)
+        for output in cell.get("outputs", []):
+            output.get("data", {}).pop(WIDGET_VIEW, None)
 
 
 def execute(path: Path) -> float:
