@@ -609,7 +609,9 @@ class World:
         """A fresh live value for a plan value: marks and hostiles resolved, containers copied."""
         if isinstance(spec, Hostile):
             if spec.tag in SHARED:  # costly to build: one per scenario, however many calls carry it
-                return self.shared.setdefault(spec.tag, hostile(spec.tag))
+                if spec.tag not in self.shared:
+                    self.shared[spec.tag] = hostile(spec.tag)
+                return self.shared[spec.tag]
             return hostile(spec.tag)
         if isinstance(spec, Mark):
             scenario = self.scenario
@@ -991,10 +993,11 @@ async def _settle(world: World) -> None:
     until = time.perf_counter() + SETTLE_S
     me = asyncio.current_task()
     while time.perf_counter() < until:
-        if world.in_flight == 0 and all(task.done() for task in world.tasks if task is not me):
+        threads = any(t.name.startswith("agentlab") for t in threading.enumerate())  # their answers are on the way
+        if world.in_flight == 0 and not threads and all(task.done() for task in world.tasks if task is not me):
             break
         await asyncio.sleep(0.002)
-    for _ in range(3):  # let done-callbacks run
+    for _ in range(3):  # let done-callbacks and answers delivered at the last moment run
         await asyncio.sleep(0)
 
 
