@@ -153,7 +153,8 @@ def _copy(value: Any, depth: int) -> Any:
     if kind is str or value is None or kind is bool:
         return value
     if kind is int:
-        _integer(value)
+        if value.bit_length() > 10_000:  # only an int of thousands of digits can fail to be written
+            _integer(value)
         return value
     if kind is float:
         _number(value)
