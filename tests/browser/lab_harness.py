@@ -420,6 +420,18 @@ class NotebookPage:
                     found.append(f"cell {cell.index}: a widget failed to render: {text[:300]}")
         return found
 
+    def right_aligned_tables(self) -> list[str]:
+        """agentlab's own tables (trace, checker report, write preview) whose text JupyterLab aligns right."""
+        return self.page.evaluate(
+            """() => Array.from(document.querySelectorAll('.jp-NotebookPanel .jp-Notebook .jp-Cell')).flatMap(
+                 (cell, index) => Array.from(cell.querySelectorAll(
+                   '.agentlab-trace td:not(:empty), .agentlab-check td:not(:empty), .agentlab-change td:not(:empty)'))
+                   .filter(td => !['left', 'start'].includes(getComputedStyle(td).textAlign))
+                   .slice(0, 1)
+                   .map(td => `cell ${index}: .${td.closest('[class^=agentlab-]').className} td is `
+                              + getComputedStyle(td).textAlign))"""
+        )
+
     def wait_widgets_rendered(self) -> None:
         """Wait until no output still says 'Loading widget...' (the widget manager is slow on first use)."""
 

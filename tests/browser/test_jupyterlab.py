@@ -197,6 +197,8 @@ DRIVERS: dict[str, Callable[[PlaygroundView, Shot], None]] = {
     "weather": drive_weather,
 }
 DRIVEN: set[str] = set()  # the playgrounds (and "desk") driven in this session
+RAN: set[Path] = set()  # the notebooks that ran clean in this session
+RIGHT_ALIGNED: dict[str, list[str]] = {}  # agentlab tables JupyterLab aligns right, by notebook
 
 
 def drive_desk(page: NotebookPage) -> None:
@@ -268,6 +270,7 @@ def test_notebook_runs_clean_in_jupyterlab(notebook: Path, lab: LabServer, chrom
                 if page.page.locator(".agentlab-desk").count():
                     drive_desk(page)
                     DRIVEN.add("desk")
+                RAN.add(notebook)
             except Exception as error:
                 failure = page.screenshot("FAILED")
                 raise AssertionError(
@@ -289,6 +292,9 @@ def run_and_check(page: NotebookPage, url: str) -> None:
     if first_widget.count():
         first_widget.scroll_into_view_if_needed()
     page.screenshot()
+    misaligned = page.right_aligned_tables()
+    if misaligned:
+        RIGHT_ALIGNED[page.name] = misaligned
     assert not problems, "\n".join(problems)
     assert not page.console_errors, f"uncaught errors in the page: {page.console_errors}"
 
@@ -308,3 +314,32 @@ def drive(view: PlaygroundView, driver: Callable[[PlaygroundView, Shot], None], 
         return path
 
     driver(view, shot)
+
+
+# -- after every notebook --------------------------------------------------------------------------
+
+
+def _after_every_notebook() -> None:
+    missing = set(discover_notebooks()) - RAN
+    if missing:
+        pytest.skip(f"needs every notebook to have run clean in this session; not: {sorted(map(str, missing))}")
+
+
+@pytest.mark.browser
+def test_every_playground_and_the_approval_desk_were_driven() -> None:
+    _after_every_notebook()
+    wanted = set(DRIVERS) | {"desk"}
+    assert wanted == DRIVEN, f"no notebook shows a live {sorted(wanted - DRIVEN)}: which notebook lost it?"
+
+
+@pytest.mark.browser
+@pytest.mark.xfail(
+    strict=True,
+    reason="known: JupyterLab 4's `:not(.jp-RenderedMarkdown).jp-RenderedHTMLCommon td {text-align: right}` "
+    "outranks `.agentlab-trace td` and `.agentlab-check td {text-align: left}` in agentlab/trace.py and "
+    "agentlab/check.py, so traces and checker reports shown as cell outputs read right-aligned. When this "
+    "XPASSes, the styles were fixed: remove this xfail mark.",
+)
+def test_agentlab_tables_read_left_aligned_in_jupyterlab() -> None:
+    _after_every_notebook()
+    assert not RIGHT_ALIGNED, "\n".join(f"{name}: {', '.join(found)}" for name, found in RIGHT_ALIGNED.items())
