@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import nbformat
 import pytest
 from lab_harness import NOTEBOOKS, Chromium, LabServer, NotebookPage, notebook_page, wait_for
 from playground_view import PlaygroundView
@@ -314,6 +315,36 @@ def drive(view: PlaygroundView, driver: Callable[[PlaygroundView, Shot], None], 
         return path
 
     driver(view, shot)
+
+
+@pytest.mark.browser
+def test_a_traceback_fails_but_a_displayed_agent_error_does_not(
+    lab: LabServer, chromium: Chromium, shots_dir: Path
+) -> None:
+    """The harness itself: a raised error and the cells JupyterLab then skips are problems; a shown trace is not."""
+    notebook = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell("from agentlab import AgentError\n\ndisplay(AgentError('shown on purpose'))"),
+            nbformat.v4.new_code_cell("raise ValueError('a genuine traceback')"),
+            nbformat.v4.new_code_cell("print('never runs')"),
+        ],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}},
+    )
+    path = Path("harness_self_check.ipynb")
+    nbformat.write(notebook, lab.root / path)  # into the server's throwaway copy only
+    try:
+        with notebook_page(chromium.browser, "harness_self_check", lab.root / path, shots_dir) as page:
+            page.open(lab.url(path))
+            page.run_all()
+            problems = page.problems(page.wait_all_executed())
+            page.screenshot()
+    finally:
+        lab.shut_down_kernels()
+    assert [problem.split("\n")[0] for problem in problems] == [
+        "cell 2 did not execute (prompt [ ]:)",
+        "cell 1 shows an error or stderr output:",
+    ]
+    assert "ValueError: a genuine traceback" in problems[1]
 
 
 # -- after every notebook --------------------------------------------------------------------------
