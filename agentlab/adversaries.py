@@ -67,8 +67,45 @@ SETTLE_S = 2.0
 # needs at most CANCEL_GRACE_MS; the rest is slack. Every adversary that holds
 # on does so for longer (NEVER_S), so a loop that waited for one would break it.
 MARGIN_MS = 250
-# Whatever the host does, no run may end later than this past its deadline or its abort.
+# However busy the host, no run may end later than this past its deadline or its abort.
 HARD_MARGIN_MS = 2000
+# A pause this long in a thread that only sleeps 1 ms at a time means the whole
+# process was not running (a busy host, or a long garbage collection): time the
+# loop could not have used, so it is taken off a run's times before they are checked.
+STALL_S = 0.03
+
+
+class StallWatch:
+    """A daemon thread that notes when the whole process stopped running, and for how long."""
+
+    def __init__(self) -> None:
+        self.stalls: list[tuple[float, float]] = []  # the last 1,000
+        self.count, self.total_s, self.longest_s = 0, 0.0, 0.0
+        self.started = False
+
+    def start(self) -> None:
+        if not self.started:
+            self.started = True
+            threading.Thread(target=self.watch, name="adversaries stall watch", daemon=True).start()
+
+    def watch(self) -> None:
+        last = time.perf_counter()
+        while True:
+            time.sleep(0.001)
+            now = time.perf_counter()
+            if now - last > STALL_S:
+                self.stalls.append((last, now))
+                self.count, self.total_s = self.count + 1, self.total_s + now - last
+                self.longest_s = max(self.longest_s, now - last)
+                del self.stalls[:-1000]
+            last = now
+
+    def within(self, start: float, end: float) -> float:
+        """Seconds of stall between `start` and `end`."""
+        return sum(max(0.0, min(end, b) - max(start, a)) for a, b in list(self.stalls))
+
+
+STALLS = StallWatch()
 
 
 # -- the plan: plain data that hypothesis generates, shrinks and prints -----------------------
@@ -877,6 +914,7 @@ class Report:
     loop_overrun_ms: float | None = None
     loop_abort_latency_ms: float | None = None
     timer_lateness_ms: float | None = None  # how late that plain timer ran, at the deadline
+    stalled_ms: float = 0.0  # how long the whole process was not running during the run (see STALL_S)
 
 
 def _task_factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
@@ -904,6 +942,7 @@ def _record_log(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> Non
 
 async def play(scenario: Scenario, margin_ms: float = MARGIN_MS) -> Report:
     """Run one scenario on the running loop (prepared with `install`), then check every invariant."""
+    STALLS.start()
     world = World(scenario)
     token = _world.set(world)
     try:
@@ -974,6 +1013,7 @@ async def _play(world: World, margin_ms: float) -> Report:
     if controller is None and world.abort_at is not None and isinstance(outcome, asyncio.CancelledError):
         reason_object = outcome  # the caller cancelled the run: CancelledError is the right outcome
     report = Report(_outcome_name(outcome, reason_object), elapsed_ms=(ended - started) * 1000)
+    report.stalled_ms = STALLS.within(started, ended) * 1000
     if isinstance(outcome, DeadlineError) and outcome.value == scenario.timeout_ms and outcome is not reason_object:
         report.overrun_ms = report.elapsed_ms - scenario.timeout_ms
     deadline = started + scenario.timeout_ms / 1000
@@ -1020,14 +1060,17 @@ def check(
         problems.append(f"the run ended with {outcome!r} ({type(outcome).__name__}), not a result or an AgentError")
 
     # time
-    if report.elapsed_ms > scenario.timeout_ms + HARD_MARGIN_MS or (report.loop_overrun_ms or 0) > margin_ms:
+    stalled = report.stalled_ms
+    overrun = (report.loop_overrun_ms or 0) - stalled
+    if report.elapsed_ms - stalled > scenario.timeout_ms + HARD_MARGIN_MS or overrun > margin_ms:
         problems.append(
             f"the run took {report.elapsed_ms:.1f} ms with timeout_ms={scenario.timeout_ms} "
-            f"({report.loop_overrun_ms or 0:.1f} ms after a plain timer for its deadline ran)"
+            f"({report.loop_overrun_ms or 0:.1f} ms after a plain timer for its deadline ran; "
+            f"the process stalled for {stalled:.1f} ms)"
         )
-    latency = report.abort_latency_ms or 0
-    if latency > HARD_MARGIN_MS or (report.loop_abort_latency_ms or 0) > margin_ms:
-        problems.append(f"the run ended {latency:.1f} ms after the abort")
+    latency = (report.abort_latency_ms or 0) - stalled
+    if latency > HARD_MARGIN_MS or (report.loop_abort_latency_ms or 0) - stalled > margin_ms:
+        problems.append(f"the run ended {report.abort_latency_ms:.1f} ms after the abort ({stalled:.1f} ms of stalls)")
 
     # budgets
     if world.model_calls > scenario.max_turns:

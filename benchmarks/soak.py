@@ -31,7 +31,7 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from agentlab.adversaries import MARGIN_MS, run_scenario, scenarios
+from agentlab.adversaries import MARGIN_MS, STALL_S, STALLS, run_scenario, scenarios
 
 SHOWN_VIOLATIONS = 5
 # Shorter than the test suite's (0-30 ms, and 200 ms now and then), so that 100,000 examples fit in an hour.
@@ -105,6 +105,7 @@ def campaign(examples: int, seed_value: int, worker: int) -> dict[str, Any]:
         "fds": (fds_before, open_fds()),
         "threads": (threads_before, threading.active_count()),
         "seconds": time.perf_counter() - started,
+        "stalls": (STALLS.count, STALLS.total_s, STALLS.longest_s),
     }
 
 
@@ -164,6 +165,11 @@ def main() -> None:
     print(f"  abort latency                      {gathered('aborts')}")
     print(f"    of which after the loop woke     {gathered('aborts_beyond')}")
     for i, result in enumerate(results):
+        count, total, longest = result["stalls"]
+        print(
+            f"worker {i}: the whole process stalled (> {STALL_S * 1000:.0f} ms without running) {count} times, "
+            f"{total:.1f} s in all, longest {longest * 1000:.0f} ms (taken off run times before they are checked)"
+        )
         print(
             f"worker {i}: open fds {result['fds'][0]} -> {result['fds'][1]}, threads {result['threads'][0]} -> "
             f"{result['threads'][1]}, {result['seconds']:.0f} s"
