@@ -1,6 +1,6 @@
 """1,000 agent loops at once in one event loop, each against its own random faults.
 
-    python benchmarks/stress.py [--loops 1000] [--rounds 3] [--seed 6]
+    python benchmarks/stress.py [--loops 1000] [--rounds 3] [--seed 6] [--async-only]
 
 Each loop plays a random `Scenario` from `agentlab.adversaries` (a hostile
 model and tools, random limits, maybe an abort or a cancellation) with a
@@ -33,7 +33,12 @@ from hypothesis import strategies as st
 from agentlab.adversaries import Report, Scenario, install, is_light, leaked_threads, play, scenarios
 
 
-def draw_scenarios(count: int, seed_value: int) -> list[Scenario]:
+def all_async(scenario: Scenario) -> bool:
+    """No sync model or tool: nothing runs in a worker thread."""
+    return not scenario.model_sync and not any(plan.sync for _, plan in scenario.tools)
+
+
+def draw_scenarios(count: int, seed_value: int, only_async: bool = False) -> list[Scenario]:
     """`count` random scenarios, with timeouts long enough for several turns each."""
     drawn: list[Scenario] = []
 
@@ -45,7 +50,7 @@ def draw_scenarios(count: int, seed_value: int) -> list[Scenario]:
         phases=[Phase.generate],
         suppress_health_check=list(HealthCheck),
     )
-    @given(scenarios(timeouts=st.integers(100, 1000)).filter(is_light))
+    @given(scenarios(timeouts=st.integers(100, 1000)).filter(is_light).filter(all_async if only_async else bool))
     def collect(scenario: Scenario) -> None:
         drawn.append(scenario)
 
@@ -83,10 +88,11 @@ async def one_round(drawn: list[Scenario]) -> list[Report]:
     return await asyncio.gather(*(play(scenario) for scenario in drawn))
 
 
-async def main(loops: int, rounds: int, seed_value: int) -> int:
+async def main(loops: int, rounds: int, seed_value: int, only_async: bool) -> int:
     install(asyncio.get_running_loop())
-    drawn = draw_scenarios(loops, seed_value)
-    print(f"stress: {len(drawn)} agent loops at once in one event loop, {rounds} rounds (seed {seed_value})")
+    drawn = draw_scenarios(loops, seed_value, only_async)
+    kind = "async models and tools only" if only_async else "sync and async models and tools"
+    print(f"stress: {len(drawn)} agent loops at once in one event loop, {kind}, {rounds} rounds (seed {seed_value})")
     await one_round(drawn[:50])  # warm up: imports, caches, the first threads
     leaked_threads()
     baseline = resources()
@@ -123,5 +129,6 @@ if __name__ == "__main__":
     parser.add_argument("--loops", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=6)
+    parser.add_argument("--async-only", action="store_true", help="no sync callee, so no worker thread")
     options = parser.parse_args()
-    sys.exit(asyncio.run(main(options.loops, options.rounds, options.seed)))
+    sys.exit(asyncio.run(main(options.loops, options.rounds, options.seed, options.async_only)))
