@@ -7,7 +7,7 @@ what it was given, hostile tools, and maybe an abort from outside. Every
 example is checked against every invariant of issue 6 (`adversaries.check`).
 
 Each hypothesis example is a batch of one to six scenarios played at once on
-one event loop (about 2,500 scenarios in all), deterministic (derandomized)
+one event loop (about 2,100 scenarios in all), deterministic (derandomized)
 so CI always runs the same ones; the long random campaign is `make soak`.
 """
 
