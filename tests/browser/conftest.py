@@ -8,6 +8,7 @@ a machine without Chromium, they fail and say how to install it.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -21,7 +22,8 @@ SHOTS_ENV = "AGENTLAB_SCREENSHOTS"  # where to keep the screenshots; a new tempo
 
 def _selected(config: pytest.Config) -> bool:
     """Whether this pytest run asked for the browser tests (`-m browser`, as `make test-browser` does)."""
-    return "browser" in (config.getoption("markexpr") or "") and "not browser" not in config.getoption("markexpr")
+    expression = config.getoption("markexpr") or ""
+    return re.search(r"\bbrowser\b", expression) is not None and re.search(r"\bnot\s+browser\b", expression) is None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
