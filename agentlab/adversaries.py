@@ -25,8 +25,8 @@ Every callee here is bounded in time (at most about `NEVER_S`), so a run that
 abandons one can still be checked for leaked tasks and threads once it returns.
 An async callee that blocks the event loop's own thread is left out: no loop
 can keep a deadline then. So are tools with `writes=True` and the `approve`
-policy, for now: their invariants (approved writes only, one answer per write
-even when stopped mid-write) are checked by their own tests.
+policy, for now: they have invariants of their own (approved writes only, one
+answer per write even when stopped mid-write) that `check` does not know yet.
 
 This module needs hypothesis (a test dependency); `import agentlab` does not import it.
 """
