@@ -352,6 +352,10 @@ class NotebookPage:
         self.page.locator(".lm-MenuBar-item", has_text=re.compile(f"^{re.escape(menu)}$")).click()
         self.page.locator(f'.lm-Menu-item[data-command="{command}"]').click()
 
+    def select_cell(self, index: int) -> None:
+        """Click a cell's prompt: the cell becomes the selected one, in command mode."""
+        self.page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").nth(index).locator(".jp-InputPrompt").click()
+
     def run_all(self) -> None:
         """Edit > Clear Outputs of All Cells, then Run > Run All Cells, as a learner starting afresh does.
 
@@ -404,11 +408,16 @@ class NotebookPage:
             pending = [f"cell {i}: {self.cells()[i].prompt.strip() or '[ ]'}" for i in self.runnable_cells()]
             raise HarnessError(f"{error}; prompts: {', '.join(pending)}") from None
 
-    def problems(self, cells: list[CellState]) -> list[str]:
-        """Every output a learner would read as broken: a traceback, stderr, a widget that failed."""
+    def problems(self, cells: list[CellState], saved: bool = False) -> list[str]:
+        """Every output a learner would read as broken: a traceback, stderr, a widget that failed.
+
+        After a run, also every code cell that did not execute. With `saved`,
+        the notebook as opened (saved outputs, nothing run yet): only what the
+        saved outputs show.
+        """
         found = [
             f"cell {index} did not execute (prompt {cells[index].prompt.strip() or '[ ]'})"
-            for index in self.runnable_cells()
+            for index in ([] if saved else self.runnable_cells())
             if not re.fullmatch(r"\[\d+\]:", cells[index].prompt.strip())
         ]
         for cell in cells:
@@ -416,7 +425,7 @@ class NotebookPage:
                 text = output["text"].strip()
                 if output["mime"] == STDERR_MIME and not self.may_raise(cell.index):
                     found.append(f"cell {cell.index} shows an error or stderr output:\n{text[:1500]}")
-                elif "Error displaying widget" in text:
+                elif "Error displaying widget" in text or "model not found" in text:
                     found.append(f"cell {cell.index}: a widget failed to render: {text[:300]}")
         return found
 

@@ -203,10 +203,11 @@ RIGHT_ALIGNED: dict[str, list[str]] = {}  # agentlab tables JupyterLab aligns ri
 
 
 def drive_desk(page: NotebookPage) -> None:
-    """09_writes' live approval desk: Deny with a reason, run the cell again, Approve.
+    """09_writes' live approval desk: Deny with a reason, run the cell again, Approve, run it once more.
 
     The denial's reason must reach the model (its answer quotes it) and
-    nothing is reserved; the approval writes the reservation.
+    nothing is reserved; the approval writes the reservation; the third card
+    says the same call id is a replay.
     """
     waiting = page.page.evaluate(
         """() => Array.from(document.querySelectorAll('.jp-NotebookPanel .jp-Notebook .jp-Cell')).flatMap(
@@ -214,7 +215,8 @@ def drive_desk(page: NotebookPage) -> None:
                .some(button => !button.disabled && button.textContent.includes('Approve')) ? [index] : [])"""
     )
     assert len(waiting) == 1, f"expected one cell with a desk waiting for Approve or Deny, found cells {waiting}"
-    cell = page.page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").nth(waiting[0])
+    index = waiting[0]
+    cell = page.page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").nth(index)
     live = cell.locator(".jp-OutputArea-output")
 
     def shot(label: str) -> Path:
@@ -236,7 +238,7 @@ def drive_desk(page: NotebookPage) -> None:
     assert cell.locator("button.widget-button:not([disabled])").count() == 0, shot("denied")
     shot("denied")
 
-    cell.locator(".jp-InputPrompt").click()  # select the cell, then Run > Run Selected Cell
+    page.select_cell(index)  # then Run > Run Selected Cell
     page.menu("Run", "runmenu:run")
     approve = cell.locator("button.widget-button:not([disabled])", has_text="Approve")
     wait_for("a new card waiting for an answer", lambda: approve.count() == 1, 30)
@@ -246,6 +248,13 @@ def drive_desk(page: NotebookPage) -> None:
     answer = trace.inner_text()
     assert "✓ answered" in answer and '"reservation":' in answer and "writes: 1 / " in answer, shot("approved")
     shot("approved")
+
+    page.select_cell(index)  # once more: the same call id is a replay now, as the notebook says
+    page.menu("Run", "runmenu:run")
+    wait_for("a third card waiting for an answer", lambda: approve.count() == 1, 30)
+    card = cell.locator(".agentlab-change").first
+    assert "has run before" in card.inner_text(), shot("replay")
+    shot("replay")
 
 
 def test_every_scenario_has_a_driver() -> None:
@@ -284,6 +293,9 @@ def test_notebook_runs_clean_in_jupyterlab(notebook: Path, lab: LabServer, chrom
 def run_and_check(page: NotebookPage, url: str) -> None:
     """Open, Run All from the menu, wait for every cell, and fail on any error output; screenshot it."""
     page.open(url)
+    page.wait_widgets_rendered()
+    saved = page.problems(page.cells(), saved=True)
+    assert not saved, "as opened, before running:\n" + "\n".join(saved)
     page.run_all()
     cells = page.wait_all_executed()
     page.wait_widgets_rendered()
