@@ -47,15 +47,16 @@ from agentlab.trace import render_html
 WAITING = "⏳ waiting for Approve or Deny"
 EXPIRED = "no answer: the run stopped before anyone answered"
 
+# `!important` only where JupyterLab's output rules (right-aligned cells, striped rows) are more specific than ours.
 _STYLE = """
 <style>
 .agentlab-desk{font-family:var(--jp-ui-font-family,sans-serif);color:var(--jp-content-font-color1,inherit);
   max-width:62em}
 .agentlab-desk .title{color:var(--jp-content-font-color2,#8c959f);font-size:90%;margin-bottom:4px}
-.agentlab-desk .verdict{font-weight:bold;margin:2px 0 10px 0}
-.agentlab-desk .verdict.ok{color:var(--jp-success-color1,#2da44e)}
-.agentlab-desk .verdict.bad{color:var(--jp-error-color1,#e5534b)}
-.agentlab-desk .verdict.wait{color:var(--jp-warn-color1,#9a6700)}
+.agentlab-verdict{font-weight:bold;margin:2px 0 10px 0}
+.agentlab-verdict.ok{color:var(--jp-success-color1,#2da44e)}
+.agentlab-verdict.bad{color:var(--jp-error-color1,#e5534b)}
+.agentlab-verdict.wait{color:var(--jp-warn-color1,#9a6700)}
 .agentlab-change{font-family:var(--jp-code-font-family,monospace);font-size:var(--jp-code-font-size,13px);
   color:var(--jp-content-font-color1,inherit);border:1px solid var(--jp-border-color2,rgba(128,128,128,.35));
   border-radius:6px;padding:8px 10px;max-width:60em;line-height:1.45}
@@ -63,8 +64,8 @@ _STYLE = """
 .agentlab-change .id,.agentlab-change .muted{color:var(--jp-content-font-color2,#8c959f);font-weight:normal}
 .agentlab-change .note{margin:4px 0}
 .agentlab-change table{border-collapse:collapse;margin:4px 0 8px 0;background:transparent;color:inherit;font:inherit}
-.agentlab-change tr{background:transparent}
-.agentlab-change th,.agentlab-change td{padding:2px 8px;text-align:left;border:none;
+.agentlab-change tr{background:transparent !important}
+.agentlab-change th,.agentlab-change td{padding:2px 8px;text-align:left !important;border:none;
   border-bottom:1px solid var(--jp-border-color2,rgba(128,128,128,.35))}
 .agentlab-change th{color:var(--jp-content-font-color2,#8c959f);font-weight:normal}
 .agentlab-change td.changed{background:var(--jp-warn-color3,rgba(212,167,44,.25));font-weight:bold}
@@ -160,7 +161,7 @@ class _Card:
 
 def _verdict_html(verdict: str) -> str:
     kind = "ok" if verdict.startswith("✓") else "bad" if verdict.startswith("✗") else "wait"
-    return f"<div class='verdict {kind}'>{html.escape(verdict)}</div>"
+    return f"<div class='agentlab-verdict {kind}'>{html.escape(verdict)}</div>"
 
 
 class ApprovalDesk:

@@ -780,6 +780,7 @@ def render_text(report: Report, width: int = 100) -> str:
     return "\n".join(lines)
 
 
+# `!important` only where JupyterLab's output rules (right-aligned cells, striped rows) are more specific than ours.
 _STYLE = """
 <style>
 .agentlab-check{font-family:var(--jp-ui-font-family,sans-serif);font-size:var(--jp-ui-font-size1,13px);
@@ -788,8 +789,8 @@ _STYLE = """
 .agentlab-check .ok{color:var(--jp-success-color1,#2da44e)}
 .agentlab-check .bad{color:var(--jp-error-color1,#e5534b)}
 .agentlab-check table{border-collapse:collapse;width:100%;background:transparent;color:inherit}
-.agentlab-check tr{background:transparent}
-.agentlab-check th,.agentlab-check td{padding:4px 8px;vertical-align:top;text-align:left;border:none;
+.agentlab-check tr{background:transparent !important}
+.agentlab-check th,.agentlab-check td{padding:4px 8px;vertical-align:top;text-align:left !important;border:none;
   border-top:1px solid var(--jp-border-color2,rgba(128,128,128,.35));color:inherit}
 .agentlab-check th{font-weight:bold}
 .agentlab-check td.mark{font-weight:bold;width:1.5em}

@@ -245,6 +245,8 @@ def _proposal(step: Step) -> str:
 # JupyterLab's theme variables, so the trace follows the light and the dark
 # theme; the fallbacks (used by GitHub, nbviewer, VS Code) are neutral or
 # translucent colours that read on a light and on a dark page alike.
+# `!important` only where JupyterLab's own output rules are more specific
+# than ours: it right-aligns table cells and stripes table rows.
 _STYLE = """
 <style>
 .agentlab-trace{font-family:var(--jp-code-font-family,monospace);font-size:var(--jp-code-font-size,13px);
@@ -254,8 +256,8 @@ _STYLE = """
 .agentlab-trace .ok{color:var(--jp-success-color1,#2da44e)}
 .agentlab-trace .bad,.agentlab-trace .mark{color:var(--jp-error-color1,#e5534b)}
 .agentlab-trace table{border-collapse:collapse;width:100%;background:transparent;color:inherit;font:inherit}
-.agentlab-trace tr{background:transparent}
-.agentlab-trace td{padding:2px 6px;vertical-align:top;text-align:left;white-space:pre-wrap;word-break:break-word;
+.agentlab-trace tr{background:transparent !important}
+.agentlab-trace td{padding:2px 6px;vertical-align:top;text-align:left !important;white-space:pre-wrap;word-break:break-word;
   border:none}
 .agentlab-trace tr.first td{border-top:1px solid var(--jp-border-color2,rgba(128,128,128,.35))}
 .agentlab-trace td.turn{color:var(--jp-content-font-color2,#8c959f);white-space:nowrap;width:6.5em}

@@ -376,13 +376,7 @@ def test_every_playground_and_the_approval_desk_were_driven() -> None:
 
 
 @pytest.mark.browser
-@pytest.mark.xfail(
-    strict=True,
-    reason="known: JupyterLab 4's `:not(.jp-RenderedMarkdown).jp-RenderedHTMLCommon td {text-align: right}` "
-    "outranks `.agentlab-trace td` and `.agentlab-check td {text-align: left}` in agentlab/trace.py and "
-    "agentlab/check.py, so traces and checker reports shown as cell outputs read right-aligned. When this "
-    "XPASSes, the styles were fixed: remove this xfail mark.",
-)
 def test_agentlab_tables_read_left_aligned_in_jupyterlab() -> None:
+    """JupyterLab right-aligns output table cells with a rule more specific than a plain class selector."""
     _after_every_notebook()
     assert not RIGHT_ALIGNED, "\n".join(f"{name}: {', '.join(found)}" for name, found in RIGHT_ALIGNED.items())
