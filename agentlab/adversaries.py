@@ -1040,7 +1040,7 @@ async def _settle(world: World) -> None:
         threads = any(t.name.startswith("agentlab") for t in threading.enumerate())  # their answers are on the way
         if world.in_flight == 0 and not threads and all(task.done() for task in world.tasks if task is not me):
             break
-        await asyncio.sleep(0.002)
+        await asyncio.sleep(0.01)  # not too often: with a thousand runs at once, polling is a load of its own
     for _ in range(3):  # let done-callbacks and answers delivered at the last moment run
         await asyncio.sleep(0)
 
