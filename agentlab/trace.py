@@ -257,8 +257,8 @@ _STYLE = """
 .agentlab-trace .bad,.agentlab-trace .mark{color:var(--jp-error-color1,#e5534b)}
 .agentlab-trace table{border-collapse:collapse;width:100%;background:transparent;color:inherit;font:inherit}
 .agentlab-trace tr{background:transparent !important}
-.agentlab-trace td{padding:2px 6px;vertical-align:top;text-align:left !important;white-space:pre-wrap;word-break:break-word;
-  border:none}
+.agentlab-trace td{padding:2px 6px;vertical-align:top;text-align:left !important;white-space:pre-wrap;
+  word-break:break-word;border:none}
 .agentlab-trace tr.first td{border-top:1px solid var(--jp-border-color2,rgba(128,128,128,.35))}
 .agentlab-trace td.turn{color:var(--jp-content-font-color2,#8c959f);white-space:nowrap;width:6.5em}
 .agentlab-trace .id,.agentlab-trace .muted{color:var(--jp-content-font-color2,#8c959f)}

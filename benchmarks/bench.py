@@ -124,7 +124,13 @@ def expected_us_per_turn(per_turn: dict[int, list[float]], size: int) -> float:
 
 
 def measure_imports(figures: Figures, names: list[str], repeats: int) -> None:
-    """Wall time of `python -c "<import>"` minus that of `python -c pass`, interleaved."""
+    """Wall time of `python -c "<import>"` minus that of `python -c pass`, interleaved.
+
+    agentlab is installed editable, so nothing has compiled its bytecode yet (pip does that for an
+    ordinary install, and this machine sets PYTHONDONTWRITEBYTECODE): compile it first, so that the
+    import is measured as a learner's machine does it, not the compiler.
+    """
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "agentlab")], check=True)
     statements = {"bare interpreter": "pass", **{name: SYSTEMS[name].imports for name in names}}
     for repeat in range(repeats):
         for name, statement in statements.items():
