@@ -29,6 +29,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
+from soak import percentiles  # benchmarks/ is the script's folder, so its first import path
 
 from agentlab.adversaries import Report, Scenario, install, is_light, leaked_threads, play, scenarios
 
@@ -71,17 +72,6 @@ def resources() -> dict[str, int]:
         "threads": threading.active_count(),
         "open fds": len(os.listdir("/proc/self/fd")),
     }
-
-
-def percentiles(samples: list[float]) -> str:
-    if not samples:
-        return "(none)"
-    ordered = sorted(samples)
-
-    def at(p: float) -> float:
-        return ordered[min(len(ordered) - 1, round(p * (len(ordered) - 1)))]
-
-    return f"p50 {at(0.5):7.2f}  p99 {at(0.99):7.2f}  max {ordered[-1]:7.2f}  (n={len(ordered)})"
 
 
 async def one_round(drawn: list[Scenario]) -> list[Report]:
