@@ -32,7 +32,8 @@ from agentlab.errors import (
     WriteBudgetError,
 )
 from agentlab.jsonc import compact_json
-from agentlab.loop import AgentResult, Messages, Usage, agent_loop, agent_loop_sync
+from agentlab.loop import AgentResult, Messages, Usage, agent_loop
+from agentlab.sync import agent_loop_sync
 from agentlab.tools import Approval, Tool, ToolCall, parse_lookup_args
 
 __version__ = "0.1.0"

@@ -18,7 +18,7 @@ from agentlab.behaviours import STEPS
 from agentlab.errors import AgentError
 from agentlab.examples import BOUNDARY_CASES, WEATHER_GOAL, WeatherDemo, weather_tools
 from agentlab.fakes import Slow
-from agentlab.loop import agent_loop_sync
+from agentlab.sync import agent_loop_sync
 from agentlab.trace import render_text
 
 

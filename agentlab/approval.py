@@ -39,8 +39,9 @@ from typing import Any
 from agentlab.abort import AbortSignal
 from agentlab.callees import in_worker_thread
 from agentlab.errors import ConfigError
-from agentlab.loop import AgentResult, agent_loop_sync
+from agentlab.loop import AgentResult
 from agentlab.store import Change, RowChange, Store
+from agentlab.sync import agent_loop_sync
 from agentlab.tools import Approval, ToolCall
 from agentlab.trace import render_html
 

@@ -34,8 +34,9 @@ import ipywidgets as widgets
 
 from agentlab.abort import AbortController
 from agentlab.errors import AbortError, ConfigError
-from agentlab.loop import AgentResult, _run_on_new_loop
+from agentlab.loop import AgentResult
 from agentlab.scenarios import LIMIT_NAMES, Scenario, get_scenario, run_scenario
+from agentlab.sync import run_on_new_loop
 from agentlab.trace import clip, render_html, render_text
 
 Outcome = AgentResult | BaseException
@@ -176,7 +177,7 @@ class Playground:
             return await run_scenario(self.scenario, signal=flight.controller.signal, **flight.settings)
 
         try:
-            outcome: Outcome = _run_on_new_loop(start)
+            outcome: Outcome = run_on_new_loop(start)
         except BaseException as error:  # an abort reason that is not an Exception; never leave `done` unset
             outcome = error
         with self._lock:
