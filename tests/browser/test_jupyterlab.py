@@ -229,7 +229,7 @@ def drive_desk(page: NotebookPage) -> None:
     live.locator(".widget-text input").fill(reason)
     shot("waiting")
     live.locator("button.widget-button", has_text="Deny").click()
-    verdict = cell.locator(".widget-html-content > .verdict").first  # the card's, not the run's status
+    verdict = cell.locator(".widget-html-content > .agentlab-verdict").first  # the card's, not the run's status
     wait_for("the card to say denied", lambda: verdict.inner_text().strip() == f"✗ denied: {reason}", 20)
     trace = cell.locator(".agentlab-trace")
     wait_for("the run's trace under the card", lambda: trace.count() == 1, 20)
