@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from agentlab import ConfigError, ModelOutputError, RepeatedCallError, ToolArgsError, UnknownToolError, agent_loop
+from agentlab import (
+    ConfigError,
+    ModelOutputError,
+    RepeatedCallError,
+    ToolArgsError,
+    UnknownToolError,
+    agent_loop,
+    from_decider,
+)
 from agentlab.adapters import observations_from
 from agentlab.examples import BOUNDARY_CASES, WEATHER_GOAL, ScriptedDecider, WeatherDemo, weather_tools
 
@@ -18,9 +26,6 @@ async def test_the_tutorials_demo_prints_pune_rain_18() -> None:
         "role": "assistant",
         "calls": [{"id": "call_1", "name": "getWeather", "args": {"city": "Pune"}}],
     }
-
-
-from agentlab import from_decider  # noqa: E402  (kept next to its tests for the reader)
 
 
 @pytest.mark.parametrize(
