@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentlab.abort import AbortController
+from agentlab.errors import ConfigError
 from agentlab.tools import Tool, parse_lookup_args
 
 AgentLoop = Callable[..., Awaitable[Any]]
@@ -551,17 +552,17 @@ ALL: tuple[Behaviour, ...] = REFERENCE + RULES
 
 
 def get(key: str) -> Behaviour:
-    """The behaviour named `key`; KeyError lists the names if there is none."""
+    """The behaviour named `key`; a ConfigError lists the names if there is none."""
     for behaviour in ALL:
         if behaviour.key == key:
             return behaviour
-    raise KeyError(f"no behaviour {key!r}; the behaviours are: {', '.join(b.key for b in ALL)}")
+    raise ConfigError(f"no behaviour {key!r}; the behaviours are: {', '.join(b.key for b in ALL)}")
 
 
 def select(step: str | None = None, reference_only: bool = False) -> Sequence[Behaviour]:
     """The behaviours of one workbook step (all steps if None), optionally only the seven."""
     if step is not None and step not in STEPS:
-        raise KeyError(f"no step {step!r}; the steps are: {', '.join(STEPS)}")
+        raise ConfigError(f"no step {step!r}; the steps are: {', '.join(STEPS)}")
     return [b for b in ALL if (step is None or b.step == step) and (b.reference or not reference_only)]
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentlab import agent_loop
+from agentlab import ConfigError, agent_loop
 from agentlab.behaviours import ALL, REFERENCE, RULES, STEPS, BehaviourFailed, get, select
 
 
@@ -37,7 +37,7 @@ def test_every_behaviour_belongs_to_a_step_and_every_step_has_behaviours() -> No
 
 def test_lookup_by_key_names_the_alternatives() -> None:
     assert get("unknown_tool").title.startswith("A bad name")
-    with pytest.raises(KeyError, match="unknown_tool"):
+    with pytest.raises(ConfigError, match="unknown_tool"):
         get("no_such_behaviour")
 
 

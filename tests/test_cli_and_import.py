@@ -39,7 +39,8 @@ def test_a_tripped_limit_is_one_clear_line_and_exit_code_1(capsys, flags, phrase
 
 def test_import_agentlab_uses_only_the_standard_library() -> None:
     code = (
-        "import sys; before = set(sys.modules); import agentlab, agentlab.behaviours, agentlab.trace, agentlab.fakes\n"
+        "import sys; before = set(sys.modules)\n"
+        "import agentlab, agentlab.behaviours, agentlab.trace, agentlab.fakes, agentlab.scenarios\n"
         "new = {m.split('.')[0] for m in set(sys.modules) - before}\n"
         "print(sorted(n for n in new if n not in sys.stdlib_module_names and n != 'agentlab'))"
     )
