@@ -45,7 +45,7 @@ import math
 import operator
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentlab.abort import AbortController, AbortSignal
@@ -107,7 +107,8 @@ class Limits:
     timeout_ms: float
     max_chars: int
     max_writes: int = 0
-    write_grace_ms: float = WRITE_GRACE_MS
+    # Not a budget: how long past a stop a write in flight may settle. Left out of the repr, which shows budgets.
+    write_grace_ms: float = field(default=WRITE_GRACE_MS, repr=False)
 
 
 @dataclass
