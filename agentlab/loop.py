@@ -593,13 +593,11 @@ class _Run:
         error = self.deadline_error() if why == "deadline" else self.aborted(self.outside.reason)  # type: ignore[union-attr]
         self.stop_callees(error)
         if self.writing is not None:  # let the write commit or roll back, so that the history can say which
-            grace_started = self.loop.time()
             await asyncio.wait([task], timeout=self.limits.write_grace_ms / 1000)
-            waited = round((self.loop.time() - grace_started) * 1000)
-            if isinstance(error, DeadlineError) and error.value == self.timeout_ms:  # ours: say why it is late
+            if isinstance(error, DeadlineError) and error.value == self.timeout_ms:  # ours: say why it may be late
                 error.args = (
-                    f"{error.message}. A write was running: the run waited {waited} ms more "
-                    f"(write_grace_ms={_number(self.limits.write_grace_ms)}) for it to commit or roll back",
+                    f"{error.message}. A write was running: it was given up to "
+                    f"write_grace_ms={_number(self.limits.write_grace_ms)} more to commit or roll back",
                 )
         if self.writing is not None:
             unsettled = {"outcome": "unknown", "note": "the write was still running when the run stopped"}

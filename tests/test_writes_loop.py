@@ -196,7 +196,7 @@ async def test_a_write_that_commits_after_the_deadline_is_recorded_as_applied() 
 
 async def test_a_write_that_outlives_the_grace_is_recorded_as_unknown() -> None:
     tools = shop([], delay_s=0.3, honour_signal=False)
-    with pytest.raises(DeadlineError, match=r"waited \d+ ms more \(write_grace_ms=30\)") as raised:
+    with pytest.raises(DeadlineError, match="up to write_grace_ms=30 more") as raised:
         await agent_loop("q", Scripted(calls(WRITE)), tools, approve=lambda c: True, timeout_ms=20, write_grace_ms=30)
     assert json.loads(raised.value.history[-1]["content"])["outcome"] == "unknown"
     await asyncio.sleep(0.35)  # let the abandoned write finish before the test's loop closes
