@@ -7,8 +7,13 @@ so a regression fails in seconds instead of hanging the suite.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import json
 import logging
+import subprocess
+import sys
+import threading
 import time
 import tracemalloc
 
@@ -28,7 +33,10 @@ from agentlab import (
     ToolCall,
     ToolError,
     agent_loop,
+    agent_loop_sync,
 )
+from agentlab.callees import MAX_STUCK, stuck
+from agentlab.errors import StuckCalleeError
 from agentlab.fakes import Scripted, call, calls, final
 
 
@@ -305,3 +313,155 @@ async def test_a_tool_error_after_the_stop_is_reported_as_a_tool_error() -> None
         await agent_loop(
             "q", Scripted(calls(call("t", {}, "c1"))), {"t": Tool(lambda a: None, run)}, signal=controller.signal
         )
+
+
+# -- 7. Ctrl-C reaches agent_loop_sync: in a script, under asyncio.run, in a real Jupyter kernel -------
+
+INTERRUPTED = """
+import asyncio, os, signal, sys, threading, time
+from agentlab import agent_loop_sync
+from agentlab.fakes import NeverAnswers
+
+def run():
+    agent_loop_sync("q", NeverAnswers(), {}, timeout_ms=6000)
+
+async def cell():  # a cell-like coroutine: it calls the sync API from inside a running event loop
+    run()
+
+threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+started = time.monotonic()
+try:
+    asyncio.run(cell()) if sys.argv[1] == "asyncio.run" else run()
+except KeyboardInterrupt:
+    print("interrupted after", round(time.monotonic() - started, 1), flush=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["script", "asyncio.run"])
+def test_ctrl_c_aborts_agent_loop_sync(how) -> None:
+    finished = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED, how], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert finished.stdout.startswith("interrupted after"), finished.stderr[-2000:]
+    assert float(finished.stdout.split()[-1]) < 3.0  # the interrupt at 0.5 s, not the deadline at 6 s
+
+
+@pytest.mark.slow
+def test_interrupting_a_jupyter_kernel_aborts_agent_loop_sync() -> None:
+    from jupyter_client.manager import start_new_kernel
+
+    manager, client = start_new_kernel(startup_timeout=120)  # generous: a loaded machine starts kernels slowly
+    try:
+        code = (
+            "import time\n"
+            "from agentlab import agent_loop_sync\n"
+            "from agentlab.fakes import NeverAnswers\n"
+            "started = time.monotonic()\n"
+            "try:\n"
+            "    agent_loop_sync('q', NeverAnswers(), {}, timeout_ms=6000)\n"
+            "finally:\n"
+            "    print('ended after', round(time.monotonic() - started, 1))\n"
+        )
+        client.execute_interactive("import agentlab", timeout=60)
+        message_id = client.execute(code)
+        time.sleep(1.0)  # the cell is running
+        manager.interrupt_kernel()
+        reply = client.get_shell_msg(timeout=30)
+        assert reply["parent_header"]["msg_id"] == message_id
+        assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt"
+        printed = ""
+        while "ended after" not in printed:
+            message = client.get_iopub_msg(timeout=10)
+            printed += message["content"].get("text", "") if message["msg_type"] == "stream" else ""
+        assert float(printed.split("ended after")[1].split()[0]) < 4.0  # not the 6 s deadline
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+
+
+# -- 8. agent_loop_sync keeps the deadline when an async callee blocks its event loop ----------------
+
+
+@pytest.mark.parametrize("stop", ["deadline", "abort"])
+def test_agent_loop_sync_keeps_the_deadline_and_the_abort_against_a_blocked_event_loop(stop) -> None:
+    async def blocks_the_loop(value):
+        time.sleep(1.5)  # the mistake: a blocking call inside async def
+        return "late"
+
+    controller = AbortController()
+    if stop == "abort":
+        threading.Timer(0.05, controller.abort, ("stop",)).start()
+    started = time.perf_counter()
+    with pytest.raises(DeadlineError if stop == "deadline" else AbortError):
+        agent_loop_sync(
+            "q",
+            Scripted(calls(call("t", {}, "c1")), final("x")),
+            {"t": Tool(lambda a: None, blocks_the_loop)},
+            timeout_ms=50 if stop == "deadline" else 5000,
+            signal=controller.signal,
+        )
+    assert time.perf_counter() - started < 0.05 + 0.6  # was 1.45 s
+
+
+# -- 10. threads that do not pile up; a task that swallows its cancellation ------------------------
+
+
+def test_sync_callees_reuse_their_threads() -> None:
+    threads: set[threading.Thread] = set()
+
+    def run(value):
+        threads.add(threading.current_thread())  # the objects, not their idents: an ident is reused
+        return "ok"
+
+    for _ in range(30):
+        agent_loop_sync("q", Scripted(calls(call("t", {}, "c1")), final("x")), {"t": Tool(lambda a: None, run)})
+    assert len(threads) <= 3
+
+
+def test_stuck_sync_tools_are_bounded_and_reported() -> None:
+    release = threading.Event()
+
+    def never_returns(value):
+        release.wait(30)  # "never", for this test: released at its end
+
+    tools = {"t": Tool(lambda a: None, never_returns)}
+    before = threading.active_count()
+    refused = None
+    try:
+        for _ in range(MAX_STUCK + 10):
+            try:
+                agent_loop_sync("q", Scripted(calls(call("t", {}, "c1"))), tools, timeout_ms=5)
+            except ToolError as error:
+                refused = error
+                break
+            except DeadlineError:
+                continue
+        assert refused is not None and isinstance(refused.__cause__, StuckCalleeError)
+        assert "tool" in str(refused) and f"MAX_STUCK={MAX_STUCK}" in str(refused)
+        assert len(stuck()) == MAX_STUCK
+        assert threading.active_count() - before <= MAX_STUCK + 5  # not one more per run
+    finally:
+        release.set()
+    deadline = time.monotonic() + 10
+    while stuck() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert stuck() == []  # they returned: no longer stuck, and reusable
+
+
+def test_an_async_tool_that_swallows_its_cancellation_ends_before_its_loop_closes(caplog) -> None:
+    ended = threading.Event()
+
+    async def stubborn(value):
+        until = time.monotonic() + 0.3
+        while time.monotonic() < until:
+            with contextlib.suppress(asyncio.CancelledError):  # swallows every cancellation for 0.3 s
+                await asyncio.sleep(0.01)
+        ended.set()
+        return "done anyway"
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"), pytest.raises(DeadlineError):
+        agent_loop_sync("q", Scripted(calls(call("t", {}, "c1"))), {"t": Tool(lambda a: None, stubborn)}, timeout_ms=30)
+    assert ended.wait(5)
+    time.sleep(0.05)
+    gc.collect()
+    assert "Task was destroyed but it is pending" not in caplog.text
