@@ -42,6 +42,16 @@ class Approval:
     allowed: bool
     reason: str = ""
 
+    def __post_init__(self) -> None:
+        # A real bool and a real string: Approval("no") must not approve because "no" is truthy.
+        if type(self.allowed) is not bool:
+            raise ConfigError(
+                f"Approval(allowed, reason): allowed must be True or False, not {type(self.allowed).__name__}"
+            )
+        if not isinstance(self.reason, str):
+            raise ConfigError(f"Approval(allowed, reason): reason must be a string, not {type(self.reason).__name__}")
+        object.__setattr__(self, "reason", str.__str__(self.reason))
+
 
 @dataclass(frozen=True)
 class Tool:
