@@ -810,6 +810,7 @@ class World:
         self.writes: dict[str, str] = {}  # write call id -> "started", "committed" or "rolled back"
         self.inspect_from: float | None = None  # when a model handed over a decision of hostile size or hashing
         self.inspect_gap: float | None = None  # how long until the loop did anything after it
+        self.alone = False
 
     # -- bookkeeping shared by model and tools
 
@@ -1232,10 +1233,11 @@ def _record_log(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> Non
     LOGGED.append(f"the event loop logged: {context.get('message')} {context.get('exception')!r}")
 
 
-async def play(scenario: Scenario, margin_ms: float = MARGIN_MS) -> Report:
+async def play(scenario: Scenario, margin_ms: float = MARGIN_MS, alone: bool = False) -> Report:
     """Run one scenario on the running loop (prepared with `install`), then check every invariant."""
     STALLS.start()
     world = World(scenario)
+    world.alone = alone  # played with no other scenario on its event loop: its gaps are its own
     token = _world.set(world)
     try:
         return await _play(world, margin_ms)
@@ -1417,7 +1419,7 @@ def check(
     latency = (report.abort_latency_ms or 0) - stalled
     if latency > HARD_MARGIN_MS or (report.loop_abort_latency_ms or 0) - stalled > margin_ms:
         problems.append(f"the run ended {report.abort_latency_ms:.1f} ms after the abort ({stalled:.1f} ms of stalls)")
-    if world.inspect_gap is not None and world.inspect_gap * 1000 - stalled > MARGIN_MS:
+    if world.alone and world.inspect_gap is not None and world.inspect_gap * 1000 - stalled > MARGIN_MS:
         problems.append(
             f"the loop spent {world.inspect_gap * 1000:.1f} ms on a decision of hostile size or hashing before "
             f"doing anything else: refusing must cost what the limits allow, not what the model sent"
@@ -1588,7 +1590,7 @@ def run_scenarios(batch: list[Scenario], margin_ms: float = MARGIN_MS) -> list[R
     sys.unraisablehook = lambda hook: unraisable.append(f"unraisable: {hook.exc_value!r} in {hook.object!r}")
 
     async def together() -> list[Report]:
-        return await asyncio.gather(*(play(scenario, margin_ms) for scenario in batch))
+        return await asyncio.gather(*(play(scenario, margin_ms, len(batch) == 1) for scenario in batch))
 
     logger, quiet = logging.getLogger("agentlab"), logging.NullHandler()  # hostile listeners raise by design
     logger.addHandler(quiet)
