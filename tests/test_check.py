@@ -115,7 +115,7 @@ async def returns_a_hostile_result(input, model, tools, **options):
         (blocks_its_thread, "limits", "*/hung", "still running after 0.75 s"),
         (loops_forever, "limits", "*/hung", "still running after 0.75 s"),
         (swallows_cancellation, "limits", "*/hung", "still running after 0.75 s"),
-        (leaks_a_task, "basics", "*/leaked_tasks", "1 task of the run was still running"),
+        (leaks_a_task, "basics", "*/leaked_tasks", "1 task of the run (sleep) was still running"),
         (raises_past_the_checks, "basics", "*/crashed", "SystemExit: bye"),
         (returns_a_hostile_result, "basics", "*/crashed", "you may not read this"),
     ],
