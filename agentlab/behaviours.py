@@ -209,14 +209,18 @@ async def _bounded(run: Awaitable[Any], bound_s: float = RUN_BOUND_S) -> Any:
     loop = asyncio.get_running_loop()
     before = asyncio.all_tasks() if loop in _WATCHED else set()
     try:
-        return await asyncio.wait_for(run, bound_s)
-    except TimeoutError:
+        outcome = await asyncio.wait_for(run, bound_s)
+    except TimeoutError:  # a hang is the cause; whatever it left running follows from it
         raise BehaviourFailed(
             f"the run to end within {bound_s:g} s", "it was still running, so the check gave up on it", "hung"
         ) from None
-    finally:
+    except BaseException:
         if loop in _WATCHED:
             await _no_task_left(before)
+        raise
+    if loop in _WATCHED:
+        await _no_task_left(before)
+    return outcome
 
 
 async def _no_task_left(before: set[asyncio.Task[Any]]) -> None:
@@ -702,67 +706,53 @@ async def context_counts_calls(agent_loop: AgentLoop) -> None:
         f"+ {len(result)} for the result)",
         "overcount",
     )
-    await _rejects(agent_loop("q", _tools_model(call), _lookup(), max_chars=size - 1), "context budget", "count")
-    # Which messages are counted? Each scenario below is over max_chars by one character only if one kind of
-    # message is counted: the calls (long args), the tool results (a long result), every turn (many short ones).
-
-    def echo(value: Any) -> Any:
-        return {"echo": value["text"]}
-
-    def text_args(args: Any) -> None:
-        if not isinstance(args.get("text"), str):
-            raise ValueError("text must be a string")
+    # Which messages are counted? In each scenario below, the history goes over max_chars even if one kind of
+    # message is left out, but not if that kind is left out too: the calls (long args, a short result), the tool
+    # results (short args, a long result), the earlier turns (four turns; max_chars fits what the last one adds).
 
     async def run(value: Any, signal: Any = None) -> Any:
-        return echo(value)
+        return value["text"] * value["times"]
 
-    tools = {"echo": Tool(validate=text_args, run=run)}
+    def text_args(args: Any) -> None:
+        if not isinstance(args.get("text"), str) or not isinstance(args.get("times"), int):
+            raise ValueError("expected text and times")
 
-    def calls_of(i: int, text: str) -> list[dict[str, Any]]:
-        return [{"id": n.id(i), "name": "echo", "args": {"text": text}}]
+    tools = {"repeat": Tool(validate=text_args, run=run)}
 
-    long, short = "x" * 120, "y"
-    scenarios = (
-        ("calls", [calls_of(1, long)], "the calls message (its args are 120 characters long)"),
-        ("results", [calls_of(1, short)], "the tool result"),
-        ("turns", [calls_of(i, short) for i in range(1, 5)], "the messages of every turn, not only the last"),
+    def batch(i: int, text: str, times: int) -> list[dict[str, Any]]:
+        return [{"id": n.id(i), "name": "repeat", "args": {"text": text, "times": times}}]
+
+    scenarios = (  # label, the batches, which part the limit leaves out, what the student reads
+        ("calls", [batch(1, "x" * 120, 0)], "results", "the calls message (its args are 120 characters long)"),
+        ("results", [batch(1, "y", 150)], "calls", "the tool result (150 characters)"),
+        ("turns", [batch(i, "z", 40) for i in range(1, 5)], "calls", "the messages of the earlier turns"),
     )
     missed = []
-    for label, batches, what in scenarios:
-        history: list[dict[str, Any]] = [{"role": "user", "content": "q"}]
+    for label, batches, left_out, _ in scenarios:
+        sizes = {"input": 1, "calls": 0, "results": 0}
         for calls in batches:
-            history.append({"role": "assistant", "calls": calls})
-            text = calls[0]["args"]["text"]
-            content = compact_json(echo({"text": text * (60 if label == "results" else 1)}))
-            history.append(_tool_message(calls[0]["id"], content))
-        total = sum(len(compact_json(m["calls"])) if "calls" in m else len(m["content"]) for m in history)
-
-        def results_model(batches: Any = batches, label: str = label) -> Callable[..., Awaitable[Any]]:
-            turns = iter(batches)
-
-            async def model(messages: Any, signal: Any = None) -> Any:
-                calls = next(turns, None)
-                if calls is None:
-                    return {"kind": "final", "text": "ok"}
-                if label == "results":
-                    calls = [dict(calls[0], args={"text": short * 60})]
-                return {"kind": "tools", "calls": calls}
-
-            return model
-
+            sizes["calls"] += len(compact_json(calls))
+            sizes["results"] += len(compact_json(calls[0]["args"]["text"] * calls[0]["args"]["times"]))
+        limit = sum(sizes.values()) - sizes[left_out] - 1
+        if label == "turns":
+            limit = sizes["input"] + sizes["results"] - 1  # over by one without any calls; a turn adds 42
         try:
-            await _rejects(agent_loop("q", results_model(), tools, max_chars=total - 1), "context budget", "count")
+            await _rejects(agent_loop("q", _tools_model(*batches), tools, max_chars=limit), "context budget", "count")
         except BehaviourFailed as failure:
             if not failure.clue.startswith("no_error"):
                 raise
-            missed.append(what)
+            missed.append(label)
     if missed:
+        what = {label: text for label, _, _, text in scenarios}
+        clue = "turns" if "turns" in missed and len(missed) > 1 else "+".join(missed)
         raise BehaviourFailed(
             "the context to count every message: the input, each calls message as compact JSON, each tool result, "
             "in every turn",
-            f"a history one character over max_chars was accepted when it was made long by {' / '.join(missed)}",
-            "undercount:" + "+".join(label for label, _, what in scenarios if what in missed),
+            "a history over max_chars was accepted although it was made long by "
+            + " / ".join(what[label] for label in missed),
+            f"undercount:{clue}",
         )
+    await _rejects(agent_loop("q", _tools_model(call), _lookup(), max_chars=size - 1), "context budget", "count")
 
 
 async def inherited_names_refused(agent_loop: AgentLoop) -> None:
@@ -770,7 +760,7 @@ async def inherited_names_refused(agent_loop: AgentLoop) -> None:
     ran: list[Any] = []
 
     def conjured() -> Tool:
-        async def run(value: Any) -> Any:
+        async def run(value: Any, signal: Any = None) -> Any:
             ran.append(value)
             return "conjured"
 
@@ -831,16 +821,13 @@ async def args_copied_at_boundary(agent_loop: AgentLoop) -> None:
             raise ValueError("expected id, tags, filter")
 
     async def slow_run(value: Any, signal: Any = None) -> Any:
-        await asyncio.sleep(0.02)  # the model's change lands while the tool runs
+        nested["tags"].append("EVIL")  # the model changes what it proposed, after the check, as the tool runs
+        nested["filter"]["year"][0] = 1900
+        await asyncio.sleep(0.01)
         ran.append(copy.deepcopy(value))
         return {"ok": True}
 
-    def tamper() -> None:
-        nested["tags"].append("EVIL")
-        nested["filter"]["year"][0] = 1900
-
     async def deep_model(messages: Any) -> Any:
-        asyncio.get_running_loop().call_soon(tamper)
         return {"kind": "tools", "calls": [{"id": n.id(2), "name": "deep", "args": nested}]}
 
     tools = {"deep": Tool(validate=nested_ok, run=slow_run)}
@@ -959,7 +946,7 @@ async def deadline_blocking_model(agent_loop: AgentLoop) -> None:
 async def deadline_covers_tools(agent_loop: AgentLoop) -> None:
     """The deadline covers tools too, even one that never returns."""
 
-    async def hang(value: Any) -> Any:
+    async def hang(value: Any, signal: Any = None) -> Any:
         return await _hang()
 
     model = _tools_model([{"id": _names.id(1), "name": "hang", "args": {}}])
@@ -970,7 +957,7 @@ async def deadline_covers_tools(agent_loop: AgentLoop) -> None:
     )
 
     # a plain tool that blocks its thread
-    def block(value: Any) -> Any:
+    def block(value: Any, signal: Any = None) -> Any:
         time.sleep(0.8)
         return "too late"
 
@@ -994,10 +981,10 @@ async def deadline_covers_tools(agent_loop: AgentLoop) -> None:
     async def keeps_calling(messages: Any) -> Any:
         return {"kind": "tools", "calls": [_names.call(next(ids), value=0)]}
 
-    model = _tools_model(*([keeps_calling] * 30), log=log)
+    model = _tools_model(*([keeps_calling] * 12), log=log)
     started = time.perf_counter()
     await _rejects(
-        agent_loop("q", model, _lookup(log=log, latency=0.08), timeout_ms=350, max_turns=30, max_calls=30),
+        agent_loop("q", model, _lookup(log=log, latency=0.08), timeout_ms=350, max_turns=12, max_calls=12),
         "deadline",
         "per_step",
     )
@@ -1108,7 +1095,7 @@ async def abort_midway(agent_loop: AgentLoop) -> None:
         controller, log = AbortController(), _Log()
         reason = Cancelled(f"stopped in {where} ({n.done})")
 
-        def block(messages: Any) -> Any:
+        def block(messages: Any, signal: Any = None) -> Any:
             time.sleep(0.6)
             return {"kind": "final", "text": "too late"}
 
@@ -1157,16 +1144,16 @@ async def abort_midway(agent_loop: AgentLoop) -> None:
 async def tool_failures_reported(agent_loop: AgentLoop) -> None:
     """A tool that raises, or returns something that is not JSON, ends the run with a clear error."""
 
-    async def broken(value: Any) -> Any:
+    async def broken(value: Any, signal: Any = None) -> Any:
         raise ValueError("disk on fire")
 
-    def broken_plain(value: Any) -> Any:
+    def broken_plain(value: Any, signal: Any = None) -> Any:
         raise LookupError("no such shelf")
 
-    async def returns_set(value: Any) -> Any:
+    async def returns_set(value: Any, signal: Any = None) -> Any:
         return {1, 2}
 
-    def returns_object(value: Any) -> Any:
+    def returns_object(value: Any, signal: Any = None) -> Any:
         return object()
 
     tool = _names.tool + "_x"
@@ -1246,7 +1233,7 @@ async def repeats_forbidden(agent_loop: AgentLoop) -> None:
                 f"{scenario}: {runs} tool runs, then the repeat refused", f"{len(ran)} tool runs happened", clue
             )
     # not repeats: other args, or the same args for another tool; and nothing is refused without forbid_repeats
-    other = {"other": Tool(validate=parse_lookup_args, run=lambda value: value)}
+    other = {"other": Tool(validate=parse_lookup_args, run=lambda value, signal=None: value)}
     model = _tools_model(
         [n.call(1, value=1)],
         [n.call(2, value=2)],

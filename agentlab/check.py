@@ -277,7 +277,7 @@ def _run_behaviour(behaviour: Behaviour, impl: Callable[..., Any], bound_s: floa
             return _row(behaviour, failure, seen, [])
         thread.join(LEAK_GRACE_S)  # a coroutine the run never awaited warns as the thread lets go of it
     outcome, leaked = box.get("outcome", (RuntimeError("the checker could not start an event loop"), 0))
-    if leaked and not (isinstance(outcome, BehaviourFailed) and outcome.clue == "leaked_tasks"):
+    if leaked and not (isinstance(outcome, BehaviourFailed) and outcome.clue in ("leaked_tasks", "hung")):
         also = "" if outcome is None else f" (and then: {outcome})"
         outcome = BehaviourFailed(
             "no task of the run to be still running once agent_loop has returned or raised",
@@ -368,7 +368,7 @@ def _name(impl: Any) -> str:
 LOAD_BOUND_S = 10.0
 
 
-def load(target: str) -> tuple[Callable[..., Any] | None, str, str | None, str | None]:
+def load(target: str, bound_s: float = LOAD_BOUND_S) -> tuple[Callable[..., Any] | None, str, str | None, str | None]:
     """Find `agent_loop` in a .py file, a submitted workbook (.ipynb) or an importable module.
 
     Returns `(agent_loop or None, problem or "", the workbook's step or None, a hint)`. The student's
@@ -392,8 +392,8 @@ def load(target: str) -> tuple[Callable[..., Any] | None, str, str | None, str |
             finished.set()
 
     threading.Thread(target=on_own_thread, name="agentlab-check load", daemon=True).start()
-    if not finished.wait(LOAD_BOUND_S):
-        problem = f"loading {target} did not finish within {LOAD_BOUND_S:g} s"
+    if not finished.wait(bound_s):
+        problem = f"loading {target} did not finish within {bound_s:g} s"
         return None, problem, None, "Remove the code that runs (or waits) at the top level of the file."
     if "error" in box:
         error = box["error"]
@@ -433,14 +433,25 @@ def _run_notebook(path: Path) -> tuple[dict[str, Any], str | None]:
     return namespace, step if step in STEPS else None
 
 
-def main(target: str, step: str | None = None, as_json: bool = False, bound_s: float | None = None) -> int:
-    """`python -m agentlab check TARGET`: print the report (or its JSON); 0 only when every row passes."""
-    impl, problem, workbook_step, hint = load(target)
-    step = step or workbook_step
-    if impl is None:
-        report = unloadable(target, step, problem, hint or "")
-    else:
-        report = check(impl, step, name=target, bound_s=bound_s or BOUND_S)
+def main(
+    target: str, step: str | None = None, as_json: bool = False, bound_s: float | None = None, seed: int | None = None
+) -> int:
+    """`python -m agentlab check TARGET`: grade it in a process of its own, print the report (or its JSON).
+
+    Exit code 0 when every row passes, 1 when one fails, 2 when there is nothing to check (no such file, a
+    folder, a file that cannot be read, no agent_loop in it): then one line says why.
+    """
+    from agentlab.grading import GradingError, grade
+
+    try:
+        graded = grade(target, step, bound_s=bound_s or BOUND_S, seed=seed)
+    except GradingError as error:
+        print(f"agentlab check: {error}", file=sys.stderr)
+        return 2
+    if graded.no_agent_loop:
+        print(f"agentlab check: {target} defines no agent_loop ({SIGNATURE})", file=sys.stderr)
+        return 2
+    report = graded.report
     print(json.dumps(report.to_json(), indent=2, ensure_ascii=False) if as_json else render_text(report))
     return 0 if report.passed else 1
 
@@ -933,6 +944,11 @@ def _spaced_json(text: str) -> bool:
 def render_text(report: Report, width: int = 100) -> str:
     """The report for a terminal: a line per behaviour; under each failure, expected, happened and the hint."""
     lines = [report.headline()]
+    if report.rows and all(row.clue == "missing" for row in report.rows):  # nothing could run: say it once
+        row = report.rows[0]
+        for label, text in (("problem", row.happened), ("hint", row.hint)):
+            lines += textwrap.wrap(text, width, initial_indent=f"  {label:<8} ", subsequent_indent=" " * 11)
+        return "\n".join(lines)
     key_width = max((len(row.key) for row in report.rows), default=0)
     for row in report.rows:
         lines.append(f"  {'✓' if row.passed else '✗'} {row.key.ljust(key_width)}  {row.title}")

@@ -198,7 +198,7 @@ MUTANTS = (
                 '    return sum(len(m.get("content", "")) for m in history)',
             ),
         ),
-        {"context_counts_calls": "context_counts_calls/*:count"},
+        {"context_counts_calls": "context_counts_calls/undercount:calls"},
     ),
     Mutant(
         "wrong_call_id",
