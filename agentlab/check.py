@@ -818,7 +818,11 @@ HINTS: dict[str, str] = {
         "the model and tools you gave its signal can stop their work."
     ),
     "abort_midway/ran_after_abort": _NOTHING_AFTER,
-    "abort_midway/hung": "agent_loop never finished. " + _RACE,
+    "abort_midway/hung": (
+        "agent_loop never finished after the caller aborted: the outside signal can fire at any moment, not only "
+        "between steps. Race the steps' task against signal.wait() as well as the deadline; when the signal wins, "
+        "abort your own signal, cancel the task and raise signal.reason."
+    ),
     "abort_midway/*": (
         "The outside signal can fire at any moment, not only between steps: race the steps against "
         "signal.wait() as well as the deadline, and when it fires abort your own signal, cancel the task and "
@@ -944,7 +948,8 @@ def _spaced_json(text: str) -> bool:
 def render_text(report: Report, width: int = 100) -> str:
     """The report for a terminal: a line per behaviour; under each failure, expected, happened and the hint."""
     lines = [report.headline()]
-    if report.rows and all(row.clue == "missing" for row in report.rows):  # nothing could run: say it once
+    whole = ("missing", "delegated", "tampered", "stopped")  # verdicts on the whole submission: say them once
+    if report.rows and all(row.clue in whole for row in report.rows) and len({r.happened for r in report.rows}) == 1:
         row = report.rows[0]
         for label, text in (("problem", row.happened), ("hint", row.hint)):
             lines += textwrap.wrap(text, width, initial_indent=f"  {label:<8} ", subsequent_indent=" " * 11)

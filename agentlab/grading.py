@@ -164,6 +164,7 @@ def _run_child(
     """Start the child, send it the key, collect its signed lines until it ends or `wall_s` passes."""
     job = {
         "target": str(Path(target).resolve()) if Path(target).exists() else target,
+        "shown": target,
         "step": step,
         "seed": seed,
         "bound_s": bound_s,
@@ -413,6 +414,10 @@ def _child(job: dict[str, Any], say: Callable[..., None]) -> None:
     watched = _snapshot()
     impl, problem, _, hint = checker.load(target, float(job["limits"]["load_s"]))
     if impl is None:
+        problem = problem.replace(target, job["shown"])  # the path as the teacher typed it, not the resolved one
+        if "[Errno 27]" in problem:  # EFBIG: the output limit (RLIMIT_FSIZE) was reached
+            problem = f"loading it wrote more output (print) than the limit, {job['limits']['output_mb']:g} MB"
+            hint = "Remove the prints at the top level of the file."
         say(kind="unloadable", problem=problem, hint=hint or "", no_agent_loop="defines no agent_loop" in problem)
         return
     if changed := _changed(watched):
