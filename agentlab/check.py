@@ -276,7 +276,10 @@ def _run_behaviour(behaviour: Behaviour, impl: Callable[..., Any], bound_s: floa
             )
             return _row(behaviour, failure, seen, [])
         thread.join(LEAK_GRACE_S)  # a coroutine the run never awaited warns as the thread lets go of it
-    outcome, leaked = box.get("outcome", (RuntimeError("the checker could not start an event loop"), 0))
+        outcome, leaked = box.pop("outcome", (RuntimeError("the checker could not start an event loop"), 0))
+        for error in _causes(outcome) if outcome is not None else []:
+            error.__traceback__ = None  # let go of the run's frames now, so that what they held warns here
+        warned = [str(w.message) for w in caught]
     if leaked and not (isinstance(outcome, BehaviourFailed) and outcome.clue in ("leaked_tasks", "hung")):
         also = "" if outcome is None else f" (and then: {outcome})"
         outcome = BehaviourFailed(
@@ -285,7 +288,7 @@ def _run_behaviour(behaviour: Behaviour, impl: Callable[..., Any], bound_s: floa
             + also,
             "leaked_tasks",
         )
-    return _row(behaviour, outcome, seen, [str(w.message) for w in caught])
+    return _row(behaviour, outcome, seen, warned)
 
 
 def _row(behaviour: Behaviour, outcome: BaseException | None, seen: _Seen, warned: list[str]) -> Row:
