@@ -10,6 +10,11 @@ for callees that ignore the signal entirely.
 
 Everything here is thread-safe, because sync models and tools run in worker
 threads and a Stop button may press from another thread.
+
+A listener (a callback) that raises must not keep the abort from the others:
+each one is called whatever the ones before it did, and what one raised is
+logged (logger "agentlab"), never raised at the caller of `abort()`. A listener that blocks, blocks the
+thread that aborts: keep them short.
 """
 
 from __future__ import annotations
@@ -114,18 +119,44 @@ class AbortController:
             reason = AbortError(f"aborted: {reason}")
         elif not isinstance(reason, BaseException):
             raise ConfigError(f"abort reason must be an exception or a string, not {type(reason).__name__}")
+        call_listeners = self.abort_later(reason)
+        if call_listeners is not None:
+            call_listeners()
+
+    def abort_later(self, reason: BaseException) -> Callable[[], None] | None:
+        """Abort the signal now; return a function that calls its listeners (None if it has none).
+
+        For a caller that must not wait for them: the loop, whose thread keeps
+        the deadline, calls them on another thread.
+        """
         signal = self.signal
         with signal._lock:
             if signal._event.is_set():
-                return
+                return None
             signal._reason = reason
             signal._event.set()
             callbacks, signal._callbacks = signal._callbacks, []
-        for callback in callbacks:
-            callback(reason)
+        if not callbacks:
+            return None
+
+        def call_listeners() -> None:
+            for callback in callbacks:
+                _call_listener(callback, reason)
+
+        return call_listeners
 
     def __repr__(self) -> str:
         return f"<AbortController {self.signal!r}>"
+
+
+def _call_listener(callback: Callback, reason: BaseException) -> None:
+    """Call one abort listener; what it raises is logged, and never stops the abort reaching the others."""
+    try:
+        callback(reason)
+    except Exception:
+        import logging  # only on this rare path: `import agentlab` stays quick
+
+        logging.getLogger("agentlab").exception("an abort listener raised; the abort went on to the others")
 
 
 __all__ = ["AbortController", "AbortSignal"]

@@ -8,17 +8,36 @@ Two conveniences and one safety rule:
   `async def model(messages)` is as good as `async def model(messages, signal)`.
 * A plain function runs in a worker thread, never on the event loop's thread,
   so a blocking one (`time.sleep`, a slow HTTP client) cannot freeze the loop
-  and its deadline. The thread is a daemon: a callee that never returns may be
-  abandoned by the run and cannot keep the interpreter from exiting.
+  and its deadline.
+
+The thread policy:
+
+* Worker threads are reused. One that has finished its callee waits up to
+  `IDLE_S` for the next one (named "idle agentlab worker" meanwhile), then
+  ends: a thousand turns cost a few threads, not a thousand.
+* A callee the run gave up on (deadline, abort) keeps its thread until it
+  returns: Python cannot stop a thread. Such a thread is stuck; `stuck()`
+  lists them. At most `MAX_STUCK` at once: past that, a plain model or tool is
+  refused with `StuckCalleeError` (which names the stuck ones) instead of
+  piling up one more thread per run. The threads are daemons, so a stuck one
+  cannot keep the interpreter from exiting.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import queue
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from agentlab.errors import StuckCalleeError
+
+# How long a worker thread with nothing to do waits for a next callee before it ends.
+IDLE_S = 1.0
+# How many threads may be stuck at once in callees their runs gave up on, before new ones are refused.
+MAX_STUCK = 16
 
 
 def positional_capacity(function: Callable[..., Any]) -> int | None:
@@ -78,38 +97,124 @@ def _close(value: Any) -> None:
 
 
 def in_worker_thread(function: Callable[..., Any], args: tuple[Any, ...], label: str) -> asyncio.Future[Any]:
-    """Run `function(*args)` in a new daemon thread; return a future of its outcome.
+    """Run `function(*args)` on a worker thread; return a future of its outcome.
 
     If the awaiting side gives up (the future is cancelled), the thread is
-    abandoned: it finishes on its own and its result is dropped.
+    abandoned: it finishes on its own, its result is dropped, and until then
+    it counts as stuck (see the thread policy above).
     """
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
-
-    def deliver(ok: bool, value: Any) -> None:
-        if future.done():
-            _close(value)  # nobody will await it
-            return
-        if ok:
-            future.set_result(value)
-        else:
-            future.set_exception(value)
-
-    def work() -> None:
-        try:
-            value, ok = function(*args), True
-        except StopIteration as error:  # a future cannot carry it; like a coroutine's, it becomes a RuntimeError
-            value, ok = RuntimeError(f"the {label} raised StopIteration"), False
-            value.__cause__ = error
-        except BaseException as error:  # handed to the awaiting side, whatever it is
-            value, ok = error, False
-        try:
-            loop.call_soon_threadsafe(deliver, ok, value)
-        except RuntimeError:  # the event loop is closed: the run was abandoned
-            _close(value)
-
-    threading.Thread(target=work, name=f"agentlab {label}", daemon=True).start()
+    job = _Job(function, args, label, loop, future)
+    future.add_done_callback(job.abandon_if_cancelled)
+    _POOL.submit(job)
     return future
 
 
-__all__ = ["Callee", "in_worker_thread", "is_async_callable", "positional_capacity"]
+def stuck() -> list[str]:
+    """The callees that runs gave up on and that still hold their worker thread, by label."""
+    with _POOL.lock:
+        return [job.label for job in _POOL.stuck]
+
+
+class _Job:
+    """One call of a plain function on a worker thread, and how its outcome gets back to the event loop."""
+
+    __slots__ = ("args", "finished", "function", "future", "label", "loop")
+
+    def __init__(
+        self,
+        function: Callable[..., Any],
+        args: tuple[Any, ...],
+        label: str,
+        loop: asyncio.AbstractEventLoop,
+        future: asyncio.Future[Any],
+    ) -> None:
+        self.function, self.args, self.label, self.loop, self.future = function, args, label, loop, future
+        self.finished = False
+
+    def run(self) -> None:
+        try:
+            value, ok = self.function(*self.args), True
+        except StopIteration as error:  # a future cannot carry it; like a coroutine's, it becomes a RuntimeError
+            value, ok = RuntimeError(f"the {self.label} raised StopIteration"), False
+            value.__cause__ = error
+        except BaseException as error:  # handed to the awaiting side, whatever it is
+            value, ok = error, False
+        self.function = self.args = None  # type: ignore[assignment]  # nothing kept alive by an idle thread
+        _POOL.finish(self)
+        try:
+            self.loop.call_soon_threadsafe(self.deliver, ok, value)
+        except RuntimeError:  # the event loop is closed: the run was abandoned
+            _close(value)
+
+    def deliver(self, ok: bool, value: Any) -> None:
+        if self.future.done():
+            _close(value)  # nobody will await it
+        elif ok:
+            self.future.set_result(value)
+        else:
+            self.future.set_exception(value)
+
+    def abandon_if_cancelled(self, future: asyncio.Future[Any]) -> None:
+        if future.cancelled():
+            _POOL.abandon(self)
+
+
+class _Pool:
+    """Worker threads that are reused, and the count of stuck ones (see the thread policy above)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.idle: list[tuple[queue.SimpleQueue[_Job], threading.Thread]] = []  # each idle worker's inbox
+        self.stuck: list[_Job] = []
+
+    def submit(self, job: _Job) -> None:
+        with self.lock:
+            inbox, worker = self.idle.pop() if self.idle else (None, None)
+            if worker is not None:
+                worker.name = f"agentlab {job.label}"  # busy from now on, for whoever looks for busy workers
+            if inbox is None and len(self.stuck) >= MAX_STUCK:
+                held = ", ".join(sorted({stuck.label for stuck in self.stuck}))
+                raise StuckCalleeError(
+                    f"{len(self.stuck)} worker threads are stuck in a plain (sync) {held} that earlier runs gave "
+                    f"up on and that never returned (MAX_STUCK={MAX_STUCK}); make it return when its signal is "
+                    f"aborted (signal.wait_sync(timeout) instead of time.sleep), or use an async def one"
+                )
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            threading.Thread(target=self.work, args=(inbox,), name=f"agentlab {job.label}", daemon=True).start()
+        inbox.put(job)
+
+    def work(self, inbox: queue.SimpleQueue[_Job]) -> None:
+        me = threading.current_thread()
+        while True:
+            try:
+                job = inbox.get(timeout=IDLE_S)
+            except queue.Empty:
+                with self.lock:
+                    if (inbox, me) in self.idle:  # nobody is handing it a job: end
+                        self.idle.remove((inbox, me))
+                        return
+                continue  # a job is on its way
+            job.run()
+            with self.lock:
+                me.name = "idle agentlab worker"
+                self.idle.append((inbox, me))
+
+    def abandon(self, job: _Job) -> None:
+        with self.lock:
+            if not job.finished:
+                self.stuck.append(job)
+
+    def finish(self, job: _Job) -> None:
+        with self.lock:
+            job.finished = True
+            if job in self.stuck:
+                self.stuck.remove(job)
+
+
+_POOL = _Pool()
+
+
+__all__ = ["IDLE_S", "MAX_STUCK", "Callee", "in_worker_thread", "is_async_callable", "positional_capacity", "stuck"]

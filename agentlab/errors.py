@@ -129,6 +129,10 @@ class OutputBudgetError(BudgetError):
     limit = "max_chars"
 
 
+class StuckCalleeError(AgentError):
+    """Too many worker threads are stuck in plain models or tools that earlier runs gave up on."""
+
+
 class AbortError(AgentError):
     """The default reason of `AbortController.abort()` when none is given."""
 
@@ -146,6 +150,7 @@ __all__ = [
     "ModelOutputError",
     "OutputBudgetError",
     "RepeatedCallError",
+    "StuckCalleeError",
     "ToolArgsError",
     "ToolBudgetError",
     "ToolError",

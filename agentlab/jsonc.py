@@ -88,11 +88,57 @@ def _key(key: Any) -> str:
 
 
 def _shown(value: Any) -> str:
-    """repr of a value that is not JSON; a hostile one may raise, and that must not escape."""
-    try:
-        return repr(value)
-    except Exception:
-        return f"(a {type(value).__name__})"
+    """A short, safe picture of a value that is not JSON (no code of the value runs: see `glimpse`)."""
+    return glimpse(value, 60)
+
+
+def glimpse(value: Any, limit: int = 200) -> str:
+    """A repr-like picture of any value, at most about `limit` characters, that runs none of its code.
+
+    For messages and for a refused decision that is not JSON: `repr` would run
+    the value's own `__repr__` (which may raise, sleep or never end) and its
+    cost would grow with the value's size. Plain data is shown as Python would
+    show it; anything else as `<a TypeName>`.
+    """
+    parts: list[str] = []
+    budget = [max(8, limit)]
+
+    def put(text: str) -> bool:
+        parts.append(text[: budget[0]])
+        budget[0] -= len(text)
+        return budget[0] > 0
+
+    def walk(item: Any, depth: int) -> bool:
+        kind = type(item)
+        if item is None or kind is bool or kind is float:
+            return put(float.__repr__(item) if kind is float else repr(item))
+        if kind is int:
+            return put(int.__repr__(item) if item.bit_length() < 1000 else "<an int of hundreds of digits>")
+        if kind is str:
+            return put(repr(item[: budget[0]]) + ("…" if len(item) > budget[0] else ""))
+        if depth > 20 or not issubclass(kind, (dict, list, tuple)):
+            return put(f"<a {kind.__name__}>")
+        if issubclass(kind, dict):
+            opened, closed, items = "{", "}", dict.items(item)
+        else:
+            opened, closed = ("[", "]") if issubclass(kind, list) else ("(", ")")
+            items = list.__iter__(item) if issubclass(kind, list) else tuple.__iter__(item)
+        if not put(opened):
+            return False
+        for index, entry in enumerate(items):
+            if (index and not put(", ")) or budget[0] <= 0:
+                return False
+            if issubclass(kind, dict):
+                key, entry = entry
+                if not (walk(key, depth + 1) and put(": ")):
+                    return False
+            if not walk(entry, depth + 1):
+                return False
+        return put(closed)
+
+    if not walk(value, 0):
+        parts.append("…")
+    return "".join(parts)
 
 
 def _integer(value: int) -> str:
@@ -124,9 +170,9 @@ def _write(value: Any, depth: int) -> str:
         return _number(value)
     if depth >= MAX_DEPTH:
         raise NotJSONError(_TOO_DEEP)
-    if kind is dict:
+    if kind is dict or kind is _Items:
         members = []
-        for key, item in value.items():
+        for key, item in value.items() if kind is dict else value.items:
             try:
                 members.append(f"{_string(_key(key))}:{_write(item, depth + 1)}")
             except NotJSONError as error:
@@ -161,9 +207,9 @@ def _copy(value: Any, depth: int) -> Any:
         return value
     if depth >= MAX_DEPTH:
         raise NotJSONError(_TOO_DEEP)
-    if kind is dict:
+    if kind is dict or kind is _Items:
         copied = {}
-        for key, item in value.items():
+        for key, item in value.items() if kind is dict else value.items:
             try:
                 copied[_key(key)] = _copy(item, depth + 1)
             except NotJSONError as error:
@@ -183,21 +229,33 @@ def _copy(value: Any, depth: int) -> Any:
 def _plain(value: Any) -> Any:
     """Subclasses of the JSON types become their base type; anything else is refused.
 
-    The base type's own methods are used, so a subclass cannot disguise itself.
+    The base type's own methods are used, and no code of the value runs (not
+    even a key's `__hash__`: a dict's items are read, not rebuilt), so a
+    subclass can neither disguise itself nor stall the thread that reads it.
     """
-    if isinstance(value, str):
+    kind = type(value)
+    if issubclass(kind, str):
         return str.__str__(value)
-    if isinstance(value, int):
+    if issubclass(kind, int):
         return int.__int__(value)
-    if isinstance(value, float):
+    if issubclass(kind, float):
         return float.__float__(value)
-    if isinstance(value, dict):
-        return dict(dict.items(value))
-    if isinstance(value, list):
+    if issubclass(kind, dict):
+        return _Items(dict.items(value))
+    if issubclass(kind, list):
         return list(list.__iter__(value))
-    if isinstance(value, tuple):
+    if issubclass(kind, tuple):
         return list(tuple.__iter__(value))
-    raise NotJSONError(f"a {type(value).__name__} is not JSON")
+    raise NotJSONError(f"a {kind.__name__} is not JSON")
 
 
-__all__ = ["MAX_DEPTH", "NotJSONError", "compact_json", "copy_json"]
+class _Items:
+    """A dict subclass's items, read with dict's own method: the keys are checked before anything hashes them."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: Any) -> None:
+        self.items = items
+
+
+__all__ = ["MAX_DEPTH", "NotJSONError", "compact_json", "copy_json", "glimpse"]

@@ -21,7 +21,10 @@ call id, and asks the model again. The loop, not the model, holds every limit:
 
 Tools that change data (`Tool(..., writes=True)`) need more: each write runs
 only if the `approve` policy allows it, within `max_writes`, one at a time,
-and never after the deadline or an abort.
+and never after the deadline or an abort. A write still running when the run
+is stopped gets `write_grace_ms` more to commit or roll back, so that the
+history can say which: the one case where the run ends later than its
+deadline or its abort, by at most that grace (the error says so when it waited).
 
 Reaching a limit exactly is allowed; the step past it fails with an
 `AgentError` subclass that says which limit, and carries the history so far.
@@ -37,10 +40,12 @@ import asyncio
 import contextlib
 import dataclasses
 import inspect
+import itertools
 import math
 import operator
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentlab.abort import AbortController, AbortSignal
@@ -64,15 +69,20 @@ from agentlab.errors import (
     UnknownToolError,
     WriteBudgetError,
 )
-from agentlab.jsonc import NotJSONError, compact_json, copy_json
+from agentlab.jsonc import NotJSONError, compact_json, copy_json, glimpse
 from agentlab.tools import Approval, Tool, ToolCall
 
 # How long the loop waits for an abandoned model or tool to acknowledge its
 # cancellation (run its `finally`) before it gives up on it and raises anyway.
 CANCEL_GRACE_MS = 10
-# How long a write that is running when the deadline or an abort fires gets to
-# commit or roll back, so that the history can say which.
+# The default of `write_grace_ms`: how long a write that is running when the
+# deadline or an abort fires gets to commit or roll back, so that the history
+# can say which.
 WRITE_GRACE_MS = 1000
+
+# A batch of more calls than this, and more than max_calls has left, is refused before it is copied, and its
+# error keeps only this many of its calls: refusing a million costs what refusing a thousand does.
+MAX_REFUSED_COPIED = 1000
 
 Message = dict[str, Any]
 
@@ -97,6 +107,8 @@ class Limits:
     timeout_ms: float
     max_chars: int
     max_writes: int = 0
+    # Not a budget: how long past a stop a write in flight may settle. Left out of the repr, which shows budgets.
+    write_grace_ms: float = field(default=WRITE_GRACE_MS, repr=False)
 
 
 @dataclass
@@ -190,6 +202,7 @@ async def agent_loop(
     forbid_repeats: bool = False,
     approve: Callable[..., Any] | None = None,
     max_writes: int = 4,
+    write_grace_ms: float | None = None,
 ) -> AgentResult:
     """Run `model` with `tools` on `input` until it answers or a limit stops it.
 
@@ -198,6 +211,8 @@ async def agent_loop(
     `forbid_repeats=True` also refuses the same tool with the same args twice.
     `approve(call)` is asked before each write (a tool with `writes=True`) and
     answers True, False or an `Approval`; without it, no write runs.
+    `write_grace_ms` (default `WRITE_GRACE_MS`) is how long past a stop the
+    run waits for a write in flight to commit or roll back.
     """
     limits = Limits(
         _count("max_turns", max_turns),
@@ -205,6 +220,7 @@ async def agent_loop(
         _duration("timeout_ms", timeout_ms),
         _count("max_chars", max_chars),
         _count("max_writes", max_writes),
+        WRITE_GRACE_MS if write_grace_ms is None else _duration("write_grace_ms", write_grace_ms),
     )
     run = _Run(input, model, tools, limits, signal, forbid_repeats, approve)
     return await run.race()
@@ -225,6 +241,7 @@ class _Run:
     ) -> None:
         if not isinstance(input, str):
             raise ConfigError(f"input must be a string (the user's message), not {type(input).__name__}")
+        input = str.__str__(input)  # plain data: a subclass's __len__ could lie to the context budget
         if not callable(model):
             raise ConfigError(f"model must be a function model(messages, signal), not {type(model).__name__}")
         if signal is not None and not isinstance(signal, AbortSignal):
@@ -242,6 +259,7 @@ class _Run:
         self.outside = signal
         self.controller = AbortController()  # the run's own signal, handed to model and tools
         self.history: list[Message] = []
+        self.proposal: Any = None  # the loop's own copy of the decision it is checking
         self.usage = Usage()
         self.seen_ids: dict[str, int] = {}  # call id -> the turn that used it
         self.seen_calls: set[tuple[str, str]] = set()  # (name, args as JSON), for forbid_repeats
@@ -316,6 +334,9 @@ class _Run:
         later does to the objects it returned.
         """
         shape = 'expected {"kind": "final", "text": "..."} or {"kind": "tools", "calls": [...]}'
+        proposed = _proposed_calls(decision)
+        if proposed is not None and proposed > MAX_REFUSED_COPIED:  # refused on its length, before copying it
+            self.check_batch_size(proposed, decision)
         try:
             decision = copy_json(decision)
         except NotJSONError as error:
@@ -335,20 +356,25 @@ class _Run:
         if kind == "tools" and (not isinstance(payload, list) or not payload):
             problem = f"a tools decision needs a non-empty list of calls, got {_describe_value(payload)}"
             raise self.malformed(f"malformed decision: {problem}", decision)
+        self.proposal = decision  # the loop's own copy: an error may carry it as it is
         return kind, payload
 
-    def check_batch(self, calls: Sequence[Any], decision: Any) -> list[_Checked]:
-        """Check every call of the batch; any failure runs nothing of it."""
+    def check_batch_size(self, count: int, decision: Any) -> None:
+        """A batch may not ask for more calls than max_calls has left."""
         left = self.max_calls - self.usage.calls
-        if len(calls) > left:
+        if count > left:
             raise self.fail(
                 ToolBudgetError,
-                f"tool budget exhausted: the model asked for {_plural(len(calls), 'tool call')} but {left} of "
+                f"tool budget exhausted: the model asked for {_plural(count, 'tool call')} but {left} of "
                 f"max_calls={self.max_calls} remain; nothing of this batch ran. Raise max_calls, "
                 f"or make the model ask for fewer calls",
                 value=self.max_calls,
-                rejected=decision,
+                rejected=decision if decision is self.proposal else _first_calls(decision, MAX_REFUSED_COPIED),
             )
+
+    def check_batch(self, calls: Sequence[Any], decision: Any) -> list[_Checked]:
+        """Check every call of the batch; any failure runs nothing of it."""
+        self.check_batch_size(len(calls), decision)
         checked: list[_Checked] = []
         batch_ids: set[str] = set()
         batch_calls: set[tuple[str, str]] = set()
@@ -479,8 +505,8 @@ class _Run:
         try:
             return await self.run_tool(call)
         except ToolError as error:
-            if self.controller.signal.aborted:  # stopped mid-write: the tool rolled back; say so
-                outcome = {"rolled_back": True, "error": _describe(error.__cause__ or error)}
+            if self.controller.signal.aborted:  # stopped mid-write: record what the tool reported, no more
+                outcome = _write_outcome(error.__cause__ or error)
                 self.append({"role": "tool", "call_id": call.id, "content": compact_json(outcome)})
             raise
         finally:
@@ -497,14 +523,19 @@ class _Run:
                 f"approval failed: the approve policy raised {_describe(error)} for {call.name} (call {call.id!r})"
             )
             raise self.fail(ApprovalError, f"{message}; nothing was written") from error
-        if isinstance(answer, Approval):
-            return answer
-        if isinstance(answer, bool):
+        if type(answer) is bool:
             return Approval(answer)
+        if isinstance(answer, Approval):  # read as plain data: a subclass, or a field set by hand, could lie
+            fields = object.__getattribute__(answer, "__dict__")
+            fields = fields if type(fields) is dict else {}
+            allowed, reason = fields.get("allowed"), fields.get("reason")
+            if type(allowed) is bool and isinstance(reason, str):
+                return Approval(allowed, str.__str__(reason))
         raise self.fail(
             ApprovalError,
             f"approval failed: the approve policy answered {_describe_value(answer)} for {call.name} "
-            f"(call {call.id!r}); it must answer True, False or Approval(allowed, reason)",
+            f"(call {call.id!r}); it must answer True, False or Approval(allowed, reason) with allowed a bool "
+            f"and reason a string. Nothing was written",
         )
 
     def finish(self, text: str, decision: Any) -> AgentResult:
@@ -551,9 +582,8 @@ class _Run:
         try:
             why = await woken
         except asyncio.CancelledError:  # our caller gave up on us
-            self.controller.abort(AbortError("aborted: the caller cancelled the run"))
-            task.cancel()
-            task.add_done_callback(_retrieve)
+            self.stop_callees(AbortError("aborted: the caller cancelled the run"))
+            _abandon(task)
             raise
         finally:
             timer.cancel()
@@ -561,18 +591,32 @@ class _Run:
         if task.done():  # it finished (or failed) before we looked: its outcome stands
             return task.result()
         error = self.deadline_error() if why == "deadline" else self.aborted(self.outside.reason)  # type: ignore[union-attr]
-        self.controller.abort(error)
+        self.stop_callees(error)
         if self.writing is not None:  # let the write commit or roll back, so that the history can say which
-            await asyncio.wait([task], timeout=WRITE_GRACE_MS / 1000)
+            await asyncio.wait([task], timeout=self.limits.write_grace_ms / 1000)
+            if isinstance(error, DeadlineError) and error.value == self.timeout_ms:  # ours: say why it may be late
+                error.args = (
+                    f"{error.message}. A write was running: it was given up to "
+                    f"write_grace_ms={_number(self.limits.write_grace_ms)} more to commit or roll back",
+                )
         if self.writing is not None:
             unsettled = {"outcome": "unknown", "note": "the write was still running when the run stopped"}
             self.append({"role": "tool", "call_id": self.writing.id, "content": compact_json(unsettled)})
         if isinstance(error, AgentError):
             self.attach(error)  # the history as the run stopped; nothing the abandoned task does from here on
-        task.cancel()
-        task.add_done_callback(_retrieve)  # whatever it ends with, now or after the grace, ours is the verdict
+        _abandon(task)  # whatever it ends with, now or after the grace, ours is the verdict
         await asyncio.wait([task], timeout=CANCEL_GRACE_MS / 1000)
         raise error
+
+    def stop_callees(self, reason: BaseException) -> None:
+        """Abort the signal the model and tools hold.
+
+        Their listeners run on a worker thread, not here: one that blocks must
+        not hold the event loop, and so the deadline, hostage.
+        """
+        listeners = self.controller.abort_later(reason)
+        if listeners is not None:
+            threading.Thread(target=listeners, name="agentlab abort listeners", daemon=True).start()
 
     # -- bookkeeping ---------------------------------------------------------
 
@@ -592,7 +636,7 @@ class _Run:
             history=[copy_message(m) for m in self.history],
             usage=self.usage_now(),
             limits=self.limits,
-            rejected=_safe_copy(rejected),
+            rejected=rejected if rejected is self.proposal else _safe_copy(rejected),  # ours: no second copy
             **details,
         )
 
@@ -615,9 +659,10 @@ class _Run:
             value=self.timeout_ms,
         )
 
-    def aborted(self, reason: BaseException | None) -> BaseException:
+    def aborted(self, reason: Any) -> BaseException:
         """The outside signal's reason is raised as it is; an AgentError gets the history."""
-        assert reason is not None
+        if not isinstance(reason, BaseException):  # a signal (a subclass) that says aborted, but not why
+            reason = self.fail(AbortError, "aborted: the signal reports aborted, with no reason")
         return self.attach(reason) if isinstance(reason, AgentError) else reason
 
 
@@ -639,15 +684,23 @@ def _registry(tools: Mapping[str, Any] | None) -> dict[str, Tool]:
 
 
 def _count(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"{name} must be a whole number >= 0, got {value!r}")
-    return int(value)
+    """A limit as a plain int (an int subclass is read with int's own method: it cannot lie)."""
+    plain = int.__int__(value) if isinstance(value, int) and not isinstance(value, bool) else -1
+    if plain < 0:
+        raise ConfigError(f"{name} must be a whole number >= 0, got {_describe_value(value)}")
+    return plain
 
 
 def _duration(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise ConfigError(f"{name} must be a finite number of milliseconds >= 0, got {value!r}")
-    return float(value)
+    """Milliseconds as a plain float; 10**400 cannot be one, and is refused like infinity."""
+    plain = math.nan
+    if isinstance(value, int) and not isinstance(value, bool):
+        plain = float(int.__int__(value)) if int.__int__(value).bit_length() <= 1000 else math.inf
+    elif isinstance(value, float):
+        plain = float.__float__(value)
+    if not (math.isfinite(plain) and plain >= 0):
+        raise ConfigError(f"{name} must be a finite number of milliseconds >= 0, got {_describe_value(value)}")
+    return plain
 
 
 def _plural(count: int, noun: str) -> str:
@@ -682,10 +735,7 @@ def _describe(error: BaseException) -> str:
 
 
 def _describe_value(value: Any) -> str:
-    text = _readable(repr, value)
-    if len(text) > 80:
-        text = text[:77] + "..."
-    return f"{text} ({type(value).__name__})"
+    return f"{glimpse(value, 77)} ({type(value).__name__})"  # bounded, and runs none of the value's code
 
 
 def _keys(mapping: Any) -> list[str]:
@@ -705,19 +755,69 @@ def _sorted_keys(value: Any) -> Any:
 
 
 def _safe_copy(value: Any) -> Any:
-    """A copy of a rejected decision for the error and the trace; its repr if not JSON."""
+    """A copy of a rejected decision for the error and the trace; a bounded picture of it if not JSON."""
     if value is None:
         return None
     try:
         return copy_json(value)
     except Exception:
-        return _readable(repr, value)[:2000]
+        return glimpse(value, 2000)
+
+
+def _proposed_calls(decision: Any) -> int | None:
+    """How many calls a decision shaped {"kind": "tools", "calls": [...]} proposes; None for any other shape.
+
+    Read with the base types' own methods, without copying the decision or
+    running any of its code, so that a batch of a million calls is refused
+    for its length at the cost of a few steps.
+    """
+    if not issubclass(type(decision), dict) or dict.__len__(decision) != 2:
+        return None
+    fields = {key: value for key, value in dict.items(decision) if type(key) is str}
+    kind, calls = fields.get("kind"), fields.get("calls")
+    if not (isinstance(kind, str) and str.__eq__(kind, "tools")):
+        return None
+    if issubclass(type(calls), list):
+        return list.__len__(calls)
+    return tuple.__len__(calls) if issubclass(type(calls), tuple) else None
+
+
+def _first_calls(decision: Any, count: int) -> Any:
+    """A refused batch, as its first `count` calls (copied safely): all the error needs to show."""
+    calls = next(value for key, value in dict.items(decision) if type(key) is str and key == "calls")
+    first = list(itertools.islice(list.__iter__(calls) if isinstance(calls, list) else tuple.__iter__(calls), count))
+    return {"kind": "tools", "calls": [_safe_copy(call) for call in first]}
+
+
+def _write_outcome(error: BaseException) -> dict[str, Any]:
+    """What the history records of a write that failed after a stop: what the tool reported, no more.
+
+    A tool says it rolled back by raising an exception with `rolled_back = True`
+    (the store's `WriteRolledBack` does); anything else may have committed first.
+    """
+    if getattr(error, "rolled_back", None) is True:
+        return {"rolled_back": True, "error": _describe(error)}
+    return {"outcome": "unknown", "error": _describe(error)}
 
 
 def _retrieve(task: asyncio.Task[Any]) -> None:
     """Mark an abandoned task's own error as seen, so asyncio does not log it as never retrieved."""
+    _ABANDONED.discard(task)
     if not task.cancelled():
         task.exception()
+
+
+# Tasks the loop gave up on that have not ended yet (a tool may swallow its cancellation). Held here so that
+# the garbage collector cannot destroy one while it is pending ("Task was destroyed but it is pending").
+_ABANDONED: set[asyncio.Task[Any]] = set()
+
+
+def _abandon(task: asyncio.Task[Any]) -> None:
+    """Cancel a task the run no longer waits for, and keep it alive until it ends."""
+    task.cancel()
+    if not task.done():
+        _ABANDONED.add(task)
+    task.add_done_callback(_retrieve)
 
 
 def _call_soon_threadsafe(loop: asyncio.AbstractEventLoop, callback: Callable[..., Any], *args: Any) -> None:

@@ -126,7 +126,12 @@ class StoreError(AgentError):
 
 
 class WriteRolledBack(StoreError):
-    """A write was stopped before its commit and rolled back: nothing of it was applied."""
+    """A write was stopped before its commit and rolled back: nothing of it was applied.
+
+    `rolled_back = True` is how a tool tells the loop so; the loop records a rollback only on its word.
+    """
+
+    rolled_back = True
 
 
 # -- what a proposed write would change -----------------------------------------

@@ -1,20 +1,23 @@
 """`agent_loop` from code that is not async: scripts, the CLI, and Jupyter cells.
 
-The loop itself is async (`agentlab.loop`). `agent_loop_sync` runs it on an
-event loop of its own, and `run_on_new_loop` is that runner, shared with the
-playground: like `asyncio.run`, except that it never waits longer than the
-loop's grace for a task that refuses to be cancelled.
+The loop itself is async (`agentlab.loop`). `agent_loop_sync` runs it on a
+helper thread with an event loop of its own (`run_on_new_loop`, shared with
+the playground: like `asyncio.run`, except that it never makes its caller wait
+for a task that refuses to be cancelled), and waits for it on the caller's
+thread, where it keeps the deadline, the abort and Ctrl-C (see
+`run_on_helper_thread`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from agentlab.abort import AbortController, AbortSignal
-from agentlab.errors import AbortError, ConfigError
+from agentlab.errors import AbortError, ConfigError, DeadlineError
 from agentlab.loop import CANCEL_GRACE_MS, AgentResult, agent_loop
 from agentlab.tools import Tool
 
@@ -32,13 +35,17 @@ def agent_loop_sync(
     forbid_repeats: bool = False,
     approve: Callable[..., Any] | None = None,
     max_writes: int = 4,
+    write_grace_ms: float | None = None,
 ) -> AgentResult:
     """`agent_loop` for code that is not async: scripts, and Jupyter cells too.
 
-    With no event loop running in this thread, the run gets one of its own.
-    Inside a running loop (a Jupyter cell), the run happens on a helper thread
-    with its own loop, and this call waits for it. Either way it returns as
-    promptly as `agent_loop`: an abandoned blocking model cannot hold it.
+    The run happens on a helper thread with an event loop of its own, and this
+    call waits for it. Waiting here, the caller keeps the promises even when
+    the run's own loop cannot: Ctrl-C (in a script, in Jupyter, or in a
+    coroutine run by `asyncio.run`) aborts the run at once, and if a callee
+    blocks the run's event loop (an `async def` tool that calls `time.sleep`),
+    the deadline and the abort still hold: the call raises without the
+    run's history, and says so.
     """
     if signal is not None and not isinstance(signal, AbortSignal):
         raise ConfigError("signal must be an AbortSignal, such as AbortController().signal")
@@ -53,17 +60,14 @@ def agent_loop_sync(
         forbid_repeats=forbid_repeats,
         approve=approve,
         max_writes=max_writes,
+        write_grace_ms=write_grace_ms,
     )
 
     def start() -> Any:
         return agent_loop(input, model, tools, **options)
 
     try:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return run_on_new_loop(start)
-        return run_on_helper_thread(start)
+        return run_on_helper_thread(start, stop=stop.signal, timeout_ms=timeout_ms)
     except BaseException:
         stop.abort(AbortError("aborted: the run ended early"))
         raise
@@ -71,27 +75,117 @@ def agent_loop_sync(
         forget_signal()
 
 
-def run_on_helper_thread(start: Callable[[], Any]) -> Any:
-    """Run on a new thread with its own event loop, and wait for it here."""
-    outcome: dict[str, Any] = {}
+# How often the waiting caller looks at its clock, its signal and Ctrl-C, and how long the run's event loop
+# has to answer a ping once the deadline or the abort has passed, before the caller decides it is blocked.
+POLL_S = 0.01
+PING_S = 0.1
 
-    def on_helper_thread() -> None:
+
+def run_on_helper_thread(start: Callable[[], Any], *, stop: AbortSignal | None = None, timeout_ms: Any = None) -> Any:
+    """Run `start()` on a new thread with its own event loop, and wait for it here.
+
+    While waiting: a cancellation of the caller's own task (how `asyncio.run`
+    delivers Ctrl-C) or a KeyboardInterrupt ends the wait at once. With
+    `timeout_ms` and `stop`, a run whose event loop no longer answers once its
+    deadline or abort has passed is given up on here, with a `DeadlineError`
+    or the abort's reason.
+    """
+    helper = _Helper(start)
+    threading.Thread(target=helper.run, name="agentlab agent_loop_sync", daemon=True).start()
+    started = time.monotonic()
+    deadline = started + timeout_ms / 1000 if isinstance(timeout_ms, (int, float)) and timeout_ms < 1e12 else None
+    task = _current_task()
+    while not helper.done.wait(POLL_S):
+        if task is not None and task.cancelling():  # asyncio.run's Ctrl-C, or whoever awaits us gave up
+            raise asyncio.CancelledError()
+        now = time.monotonic()
+        stopped = stop is not None and stop.aborted
+        if (stopped or (deadline is not None and now > deadline)) and not helper.answers_ping():
+            if helper.done.is_set():
+                break
+            if stopped:
+                raise stop.reason  # type: ignore[misc]
+            raise DeadlineError(
+                f"deadline exceeded: the run took longer than timeout_ms={timeout_ms}, and its event loop "
+                f"stopped answering: a model or tool blocks it (time.sleep or a blocking call inside an "
+                f"async def?); the run's history is not available. Make that callee a plain function "
+                f"(it then runs on a worker thread) or await instead of blocking",
+                value=timeout_ms,
+            )
+    return helper.outcome()
+
+
+class _Helper:
+    """The helper thread's side: its event loop, the run's outcome, and whether the loop answers."""
+
+    def __init__(self, start: Callable[[], Any]) -> None:
+        self.start = start
+        self.done = threading.Event()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
         try:
-            outcome["result"] = run_on_new_loop(start)
-        except BaseException as error:
-            outcome["error"] = error
+            run_on_new_loop(self.main, self.on_loop, leftover_s=LEFTOVER_S)
+        except BaseException as error:  # KeyboardInterrupt or SystemExit, which leave the event loop itself
+            self.error = error
+        finally:
+            self.done.set()
 
-    helper = threading.Thread(target=on_helper_thread, name="agentlab agent_loop_sync", daemon=True)
-    helper.start()
-    helper.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["result"]
+    async def main(self) -> None:
+        try:
+            self.result = await self.start()
+        except asyncio.CancelledError as error:  # the loop winding down after an escape: `run` decides
+            self.error = error
+            return
+        except BaseException as error:  # the caller's to raise, whatever it is
+            self.error = error
+        self.done.set()  # the caller goes on now; this thread winds the loop down
+
+    def on_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+
+    def answers_ping(self) -> bool:
+        """True if the run's event loop runs a callback within PING_S (it is not blocked)."""
+        answered = threading.Event()
+        try:
+            self.loop.call_soon_threadsafe(answered.set)  # type: ignore[union-attr]
+        except (AttributeError, RuntimeError):  # not started yet, or closed: the outcome is on its way
+            return True
+        return answered.wait(PING_S) or self.done.is_set()
+
+    def outcome(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.result
 
 
-def run_on_new_loop(start: Callable[[], Any]) -> Any:
-    """Like asyncio.run, but never waits longer than the grace for abandoned tasks."""
+def _current_task() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no event loop runs in this thread
+        return None
+
+
+def run_on_new_loop(
+    start: Callable[[], Any],
+    on_loop: Callable[[asyncio.AbstractEventLoop], Any] | None = None,
+    *,
+    leftover_s: float = CANCEL_GRACE_MS / 1000,
+) -> Any:
+    """Like asyncio.run, but waits at most `leftover_s` for the tasks the run abandoned.
+
+    `on_loop(loop)` is called with the new loop before the run starts. By
+    default the wait is the loop's grace: the caller waits for it. The helper
+    thread of `agent_loop_sync`, whose caller has its outcome already, gives
+    them `LEFTOVER_S` instead, so that a tool that swallows its cancellation
+    can end before the loop closes rather than be destroyed pending ("Task was
+    destroyed but it is pending").
+    """
     loop = asyncio.new_event_loop()
+    if on_loop is not None:
+        on_loop(loop)
     try:
         return loop.run_until_complete(start())
     finally:
@@ -99,9 +193,13 @@ def run_on_new_loop(start: Callable[[], Any]) -> Any:
         for task in leftovers:
             task.cancel()
         if leftovers:
-            loop.run_until_complete(asyncio.wait(leftovers, timeout=CANCEL_GRACE_MS / 1000))
+            loop.run_until_complete(asyncio.wait(leftovers, timeout=leftover_s))
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
+
+
+# How long the helper thread of `agent_loop_sync` keeps its loop running for tasks the run abandoned.
+LEFTOVER_S = 30.0
 
 
 __all__ = ["agent_loop_sync", "run_on_helper_thread", "run_on_new_loop"]

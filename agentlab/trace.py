@@ -166,6 +166,8 @@ def write_outcome(content: str) -> str:
     value = _record(content)
     if value.get("rolled_back") is True:
         return "↺ rolled back: nothing of it was applied"
+    if value.get("outcome") == "unknown" and "error" in value:
+        return "? outcome unknown: it failed after the stop, maybe after its commit; ask the store"
     if value.get("outcome") == "unknown":
         return "? outcome unknown: still running when the run stopped; ask the store"
     if value.get("denied") is True:

@@ -108,6 +108,9 @@ def child_main(argv: list[str]) -> None:
     for thread in threads:
         thread.join()
     print("done", flush=True)
+    # Then wait for stdin to close: a test that kills this process at a random moment must find it alive even
+    # if every write was done first (on a loaded machine the killer may wake late): it was flaky otherwise.
+    sys.stdin.readline()
 
 
 def loop_kwargs(count: int) -> dict:

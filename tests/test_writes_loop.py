@@ -12,7 +12,6 @@ import time
 
 import pytest
 
-import agentlab.loop as loop_module
 from agentlab import (
     AbortController,
     Approval,
@@ -28,6 +27,12 @@ from agentlab import (
 from agentlab.fakes import Scripted, call, calls, final
 
 
+class RolledBack(RuntimeError):
+    """How a tool reports that it rolled back: an exception with `rolled_back = True`."""
+
+    rolled_back = True
+
+
 def shop(log: list, *, delay_s: float = 0.0, honour_signal: bool = True) -> dict[str, Tool]:
     """A read tool and a write tool that log what they did, in order."""
 
@@ -40,7 +45,7 @@ def shop(log: list, *, delay_s: float = 0.0, honour_signal: bool = True) -> dict
         while time.monotonic() < deadline:
             if honour_signal and signal.aborted:
                 log.append(("rolled back", context.id))
-                raise RuntimeError("rolled back: the run was stopped before the commit")
+                raise RolledBack("rolled back: the run was stopped before the commit")
             time.sleep(0.002)
         log.append(("reserve", value["id"], context.id))
         return {"reserved": value["id"]}
@@ -189,11 +194,10 @@ async def test_a_write_that_commits_after_the_deadline_is_recorded_as_applied() 
     assert raised.value.history[-1] == {"role": "tool", "call_id": "w1", "content": '{"reserved":"A"}'}
 
 
-async def test_a_write_that_outlives_the_grace_is_recorded_as_unknown(monkeypatch) -> None:
-    monkeypatch.setattr(loop_module, "WRITE_GRACE_MS", 30)
+async def test_a_write_that_outlives_the_grace_is_recorded_as_unknown() -> None:
     tools = shop([], delay_s=0.3, honour_signal=False)
-    with pytest.raises(DeadlineError) as raised:
-        await agent_loop("q", Scripted(calls(WRITE)), tools, approve=lambda c: True, timeout_ms=20)
+    with pytest.raises(DeadlineError, match="up to write_grace_ms=30 more") as raised:
+        await agent_loop("q", Scripted(calls(WRITE)), tools, approve=lambda c: True, timeout_ms=20, write_grace_ms=30)
     assert json.loads(raised.value.history[-1]["content"])["outcome"] == "unknown"
     await asyncio.sleep(0.35)  # let the abandoned write finish before the test's loop closes
 
