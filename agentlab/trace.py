@@ -24,9 +24,11 @@ CLIP = 160
 
 @dataclass(frozen=True)
 class Step:
-    """One line of a trace. `kind` is user, call, result, final, rejected or error.
+    """One line of a trace. `kind` is user, call, result, refused, not_run, final, rejected or error.
 
-    A call, a result and a rejected call carry the `call_id` and the tool `name`;
+    `refused` and `not_run` are the loop's answers to a batch it refused and returned to the model
+    (`max_refusals`): the refused call's, with the refusal as `text`, and its batch-mates'.
+    A call, a result (of any of these three kinds) and a rejected call carry the `call_id` and the tool `name`;
     the error says `where` the run stopped ("before turn 5", "in turn 2, during call c3").
     """
 
@@ -87,7 +89,8 @@ def steps(run: Any) -> list[Step]:
             call_id = str(message.get("call_id"))
             if call_id in pending and not _stopped_mid_write(str(message.get("content", ""))):
                 pending.remove(call_id)
-            out.append(Step("result", turn, str(message.get("content", "")), call_id, names.get(call_id, "")))
+            kind, text = _returned(str(message.get("content", "")))
+            out.append(Step(kind, turn, text, call_id, names.get(call_id, "")))
         elif message.get("role") == "assistant":
             turn += 1
             out.append(Step("final", turn, str(message.get("content", "")), tokens=_tokens(message)))
@@ -165,6 +168,9 @@ def gauges(run: Any) -> list[Gauge]:
     if tokens or max_tokens is not None:
         label = f"{tokens} / {max_tokens}" if max_tokens is not None else f"{tokens} (no limit)"
         out.append(Gauge("tokens", tokens, max_tokens, tripped == "max_tokens", label))
+    refusals, max_refusals = getattr(usage, "refusals", 0), getattr(limits, "max_refusals", 0)
+    if refusals or max_refusals:
+        out.append(Gauge("refusals", refusals, max_refusals, False, f"{refusals} / {max_refusals}"))
     writes, max_writes = getattr(usage, "writes", 0), getattr(limits, "max_writes", 0)
     if writes or tripped == "max_writes":
         out.append(Gauge("writes", writes, max_writes, tripped == "max_writes", f"{writes} / {max_writes}"))
@@ -200,6 +206,15 @@ def _record(content: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _returned(content: str) -> tuple[str, str]:
+    """A tool message's kind and text: the loop's answer to a refused batch (loop.py, `return_refusal`), or a result."""
+    value = _record(content)
+    for kind in ("refused", "not_run"):
+        if set(value) == {kind} and isinstance(value[kind], str):
+            return kind, value[kind]
+    return "result", content
+
+
 def _stopped_mid_write(content: str) -> bool:
     """The loop's record of a write cut short by the stop: the run stopped during that call."""
     value = _record(content)
@@ -228,6 +243,8 @@ def render_text(run: Any) -> str:
         elif step.kind == "result":
             label = write_outcome(step.text)
             lines.append(f"  {'':<8}   → {step.call_id}: {label + ' — ' if label else ''}{clip(step.text)}")
+        elif step.kind in RETURNED:
+            lines.append(f"  {'':<8}   → {step.call_id}: {RETURNED[step.kind]} — {clip(step.text)}")
         elif step.kind == "final":
             spent = f"  ({step.tokens})" if step.tokens else ""
             lines.append(f"  {where:<8} final: {clip(step.text)}{spent}")
@@ -239,6 +256,13 @@ def render_text(run: Any) -> str:
     if marks:
         lines.append("  used: " + " · ".join(marks))
     return "\n".join(lines)
+
+
+# How the trace labels the loop's answers to a refused batch, apart from results.
+RETURNED = {
+    "refused": "✗ refused, returned to the model",
+    "not_run": "– not run: another call of the batch was refused",
+}
 
 
 def _is_final(step: Step) -> bool:
@@ -312,6 +336,12 @@ def _row(step: Step, first_of_turn: bool) -> str:
         label = write_outcome(step.text)
         label = f"<span class='mark'>{e(label)}</span> " if label else ""
         cells = ("", f"→ <span class='id'>{e(step.call_id)}</span>{name} {label}{e(clip(step.text))}")
+    elif step.kind in RETURNED:
+        label = f"<span class='mark'>{e(RETURNED[step.kind])}</span>"
+        cells = (
+            "",
+            f"→ <span class='id'>{e(step.call_id)}</span> {label} <span class='muted'>{e(clip(step.text))}</span>",
+        )
     elif step.kind == "final":
         cells = (turn, f"<span class='name'>final</span>: {e(clip(step.text))}{_tokens_html(step)}")
     elif step.kind == "rejected":
@@ -355,7 +385,7 @@ def render_html(run: Any, *, headline: bool = True) -> str:
     head = f"<div class='head {'ok' if ok else 'bad'}'>{html.escape(_headline(run))}</div>" if headline else ""
     rows, last_turn = [], -1
     for step in steps(run):
-        first = bool(rows) and step.kind != "result" and step.turn != last_turn
+        first = bool(rows) and step.kind not in ("result", *RETURNED) and step.turn != last_turn
         rows.append(_row(step, first))
         last_turn = step.turn
     meters = "".join(_gauge(g) for g in gauges(run))
