@@ -25,9 +25,25 @@ async def get_weather(args: Mapping[str, Any]) -> dict[str, Any]:
     return {"city": args["city"], "condition": "rain", "temperatureC": 18}
 
 
+# What a real model is told about getWeather (`Tool.parameters`); `check_city` is what the application checks.
+WEATHER_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"city": {"type": "string", "maxLength": 80, "description": "The city's name, such as Pune."}},
+    "required": ["city"],
+    "additionalProperties": False,
+}
+
+
 def weather_tools() -> dict[str, Tool]:
     """The tutorial's one narrow tool, `getWeather`."""
-    return {"getWeather": Tool(validate=check_city, run=get_weather, description="Current weather in a city.")}
+    return {
+        "getWeather": Tool(
+            validate=check_city,
+            run=get_weather,
+            description="Current weather in a city.",
+            parameters=WEATHER_PARAMETERS,
+        )
+    }
 
 
 class WeatherDemo:
@@ -82,15 +98,35 @@ async def lookup_book(args: Mapping[str, str]) -> dict[str, Any]:
     return dict(record, found=True) if record else {"id": args["id"], "found": False}
 
 
+# What a real model is told about lookup; `parse_lookup_args` is what the application checks.
+LOOKUP_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "minLength": 1, "maxLength": 64, "description": "The book's id, such as A."}
+    },
+    "required": ["id"],
+    "additionalProperties": False,
+}
+
+
 def lookup_tools() -> dict[str, Tool]:
     """One read-only tool, `lookup`, whose args are checked by `parse_lookup_args`."""
-    return {"lookup": Tool(validate=parse_lookup_args, run=lookup_book, description="Look a book up by id.")}
+    return {
+        "lookup": Tool(
+            validate=parse_lookup_args,
+            run=lookup_book,
+            description="Look a book up by id.",
+            parameters=LOOKUP_PARAMETERS,
+        )
+    }
 
 
 __all__ = [
     "BOUNDARY_CASES",
     "CATALOGUE",
+    "LOOKUP_PARAMETERS",
     "WEATHER_GOAL",
+    "WEATHER_PARAMETERS",
     "ScriptedDecider",
     "WeatherDemo",
     "check_city",

@@ -17,7 +17,11 @@ call id, and asks the model again. The loop, not the model, holds every limit:
     timeout_ms   wall-clock time for the whole run, model and tools included
     max_chars    the size of the history (a stand-in for a context window),
                  and the size of the final text
+    max_tokens   the tokens a real model reports spending (agentlab.models);
+                 None, the default, sets no token limit
     signal       an AbortSignal: stop from outside, at any moment
+    max_refusals refused batches returned to the model to correct (default 0:
+                 the first refusal ends the run)
 
 Tools that change data (`Tool(..., writes=True)`) need more: each write runs
 only if the `approve` policy allows it, within `max_writes`, one at a time,
@@ -62,6 +66,7 @@ from agentlab.errors import (
     ModelOutputError,
     OutputBudgetError,
     RepeatedCallError,
+    TokenBudgetError,
     ToolArgsError,
     ToolBudgetError,
     ToolError,
@@ -84,18 +89,38 @@ WRITE_GRACE_MS = 1000
 # error keeps only this many of its calls: refusing a million costs what refusing a thousand does.
 MAX_REFUSED_COPIED = 1000
 
+# The refusals a model can correct: with max_refusals > 0 they go back to it as the calls' results.
+# A malformed decision, the budgets, the deadline, an abort and a failing tool still end the run.
+REFUSALS = (UnknownToolError, ToolArgsError, DuplicateCallIdError, RepeatedCallError, ModelOutputError)
+
 Message = dict[str, Any]
 
 
 @dataclass
 class Usage:
-    """What a run spent: model calls, tool runs, history size, wall time, approved writes."""
+    """What a run spent: model calls, tool runs, history size, wall time, writes, refusals, tokens.
+
+    Tokens are what a real model reports (the adapters of `agentlab.models`);
+    fakes report none, and then the repr leaves them out.
+    """
 
     turns: int = 0
     calls: int = 0
     chars: int = 0
     elapsed_ms: float = 0.0
     writes: int = 0
+    refusals: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def tokens(self) -> int:
+        """Input and output tokens together: what `max_tokens` counts."""
+        return self.input_tokens + self.output_tokens
+
+    def __repr__(self) -> str:
+        shown = [f for f in dataclasses.fields(self) if not f.name.endswith("_tokens") or getattr(self, f.name)]
+        return f"Usage({', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in shown)})"
 
 
 @dataclass(frozen=True)
@@ -107,8 +132,14 @@ class Limits:
     timeout_ms: float
     max_chars: int
     max_writes: int = 0
+    max_refusals: int = 0
     # Not a budget: how long past a stop a write in flight may settle. Left out of the repr, which shows budgets.
     write_grace_ms: float = field(default=WRITE_GRACE_MS, repr=False)
+    max_tokens: int | None = None  # None: no token limit (and no place in the repr)
+
+    def __repr__(self) -> str:
+        shown = [f for f in dataclasses.fields(self) if f.repr and (f.name != "max_tokens" or self.max_tokens)]
+        return f"Limits({', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in shown)})"
 
 
 @dataclass
@@ -168,6 +199,8 @@ def copy_message(message: Message) -> Message:
         copied["calls"] = [
             {"id": call["id"], "name": call["name"], "args": copy_json(call["args"])} for call in copied["calls"]
         ]
+    if "usage" in copied:  # a real model's tokens for the turn
+        copied["usage"] = dict(copied["usage"])
     return copied
 
 
@@ -203,6 +236,8 @@ async def agent_loop(
     approve: Callable[..., Any] | None = None,
     max_writes: int = 4,
     write_grace_ms: float | None = None,
+    max_tokens: int | None = None,
+    max_refusals: int = 0,
 ) -> AgentResult:
     """Run `model` with `tools` on `input` until it answers or a limit stops it.
 
@@ -213,6 +248,14 @@ async def agent_loop(
     answers True, False or an `Approval`; without it, no write runs.
     `write_grace_ms` (default `WRITE_GRACE_MS`) is how long past a stop the
     run waits for a write in flight to commit or roll back.
+    `max_tokens` limits the tokens a real model reports spending in the run.
+
+    `max_refusals` (default 0) is how many refused batches go back to the
+    model instead of ending the run; see `_Run.return_refusal`. Only a mistake
+    the model can fix is returned (an unknown tool, invalid args, a malformed
+    call, a duplicate call id, a repeat under `forbid_repeats`); the limits
+    still end the run. A refused batch costs a turn and history characters,
+    but not `max_calls`, which counts tool runs: nothing of it ran.
     """
     limits = Limits(
         _count("max_turns", max_turns),
@@ -220,7 +263,9 @@ async def agent_loop(
         _duration("timeout_ms", timeout_ms),
         _count("max_chars", max_chars),
         _count("max_writes", max_writes),
+        _count("max_refusals", max_refusals),
         WRITE_GRACE_MS if write_grace_ms is None else _duration("write_grace_ms", write_grace_ms),
+        None if max_tokens is None else _count("max_tokens", max_tokens),
     )
     run = _Run(input, model, tools, limits, signal, forbid_repeats, approve)
     return await run.race()
@@ -251,6 +296,7 @@ class _Run:
         self.limits = limits
         self.max_turns, self.max_calls, self.timeout_ms = limits.max_turns, limits.max_calls, limits.timeout_ms
         self.max_chars, self.max_writes = limits.max_chars, limits.max_writes
+        self.max_refusals = limits.max_refusals
         self.forbid_repeats = bool(forbid_repeats)
         self.model = Callee(model, 2, "model")
         self.approve = Callee(approve, 2, "approval") if approve is not None else None
@@ -260,6 +306,7 @@ class _Run:
         self.controller = AbortController()  # the run's own signal, handed to model and tools
         self.history: list[Message] = []
         self.proposal: Any = None  # the loop's own copy of the decision it is checking
+        self.checking = 0  # the number of the call of the batch being checked
         self.usage = Usage()
         self.seen_ids: dict[str, int] = {}  # call id -> the turn that used it
         self.seen_calls: set[tuple[str, str]] = set()  # (name, args as JSON), for forbid_repeats
@@ -277,10 +324,16 @@ class _Run:
             self.usage.turns += 1
             decision = await self.ask_model()
             kind, payload = self.check_decision(decision)
+            spent = self.spend_tokens(self.proposal)  # a real model's tokens for this turn, against max_tokens
             if kind == "final":
-                return self.finish(payload, decision)
-            batch = self.check_batch(payload, decision)  # the whole batch, before anything runs
-            self.append({"role": "assistant", "calls": [{"id": c.id, "name": c.name, "args": c.args} for c in batch]})
+                return self.finish(payload, decision, spent)
+            try:
+                batch = self.check_batch(payload, decision)  # the whole batch, before anything runs
+            except REFUSALS as refusal:
+                self.return_refusal(payload, refusal)  # back to the model, within max_refusals; or raises it
+                continue
+            calls = [{"id": c.id, "name": c.name, "args": c.args} for c in batch]
+            self.append({"role": "assistant", "calls": calls, **spent})
             for call in batch:
                 self.check_not_stopped()
                 self.usage.calls += 1
@@ -304,6 +357,31 @@ class _Run:
                 f"max_chars={self.max_chars}; raise max_chars, or keep inputs and tool results shorter",
                 value=self.max_chars,
             )
+        if self.limits.max_tokens is not None and self.usage.tokens >= self.limits.max_tokens:
+            raise self.token_budget_error()
+
+    def spend_tokens(self, decision: Any) -> dict[str, Any]:
+        """Count the tokens the model reported for this turn (`decision["usage"]`); past max_tokens, refuse it.
+
+        Returns what the history's message for this turn records: `{"usage": {...}}`, or {} for a fake.
+        """
+        tokens = decision.get("usage") if isinstance(decision, dict) else None
+        if tokens is None:
+            return {}
+        self.usage.input_tokens += tokens["input_tokens"]
+        self.usage.output_tokens += tokens["output_tokens"]
+        if self.limits.max_tokens is not None and self.usage.tokens > self.limits.max_tokens:
+            raise self.token_budget_error(rejected=decision)
+        return {"usage": dict(tokens)}
+
+    def token_budget_error(self, **details: Any) -> AgentError:
+        return self.fail(
+            TokenBudgetError,
+            f"token budget exhausted: the model has used {self.usage.tokens} tokens and "
+            f"max_tokens={self.limits.max_tokens}; raise max_tokens, or keep the history and answers shorter",
+            value=self.limits.max_tokens,
+            **details,
+        )
 
     def check_not_stopped(self) -> None:
         """Nothing starts after an abort or the deadline: no model call, no tool, no write."""
@@ -347,8 +425,11 @@ class _Run:
             raise self.malformed(f"malformed decision: {shape}, got {_describe_value(decision)}", decision)
         kind = decision.get("kind")
         wanted = {"final": "text", "tools": "calls"}.get(kind) if isinstance(kind, str) else None
-        if wanted is None or set(decision) != {"kind", wanted}:
+        if wanted is None or set(decision) - {"usage"} != {"kind", wanted}:
             raise self.malformed(f"malformed decision: {shape}, got the keys {_keys(decision)}", decision)
+        if "usage" in decision and not _token_counts(decision["usage"]):
+            problem = f'"usage" must be {{"input_tokens": int, "output_tokens": int}}, got {decision["usage"]!r:.80}'
+            raise self.malformed(f"malformed decision: {problem}", decision)
         payload = decision[wanted]
         if kind == "final" and not isinstance(payload, str):
             problem = f"the final text must be a string, got {_describe_value(payload)}"
@@ -379,6 +460,7 @@ class _Run:
         batch_ids: set[str] = set()
         batch_calls: set[tuple[str, str]] = set()
         for number, call in enumerate(calls, 1):
+            self.checking = number  # the call a refusal is about
             call_id, name, args = self.check_call_shape(call, number, decision)
             if call_id in self.seen_ids or call_id in batch_ids:
                 where = f"in turn {self.seen_ids[call_id]}" if call_id in self.seen_ids else "earlier in this batch"
@@ -413,6 +495,58 @@ class _Run:
             self.seen_ids[call.id] = self.usage.turns
         self.seen_calls |= batch_calls
         return checked
+
+    def return_refusal(self, calls: list[Any], refusal: AgentError) -> None:
+        """Give a refused batch back to the model, if `max_refusals` allows; otherwise raise the refusal.
+
+        The history gets the batch as proposed, then exactly one tool message
+        per call: the refused call's says what was wrong, in the words of its
+        error; the others, that they did not run. Nothing of the batch ran.
+
+        A call whose id cannot carry a result (missing, not a string, empty,
+        or used before) is recorded under an id the loop makes, "refused-<turn>-<n>"
+        (n is the call's place in the batch), and its message is tied to that id;
+        the refusal quotes the id the model sent. Every id of the batch then
+        counts as used: one id, one tool message, for the whole run.
+        """
+        if self.usage.refusals >= self.max_refusals:
+            if self.max_refusals:
+                refusal.args = (
+                    f"{refusal.message}. The refusal budget was spent: "
+                    f"max_refusals={self.max_refusals} refused batches were already returned to the model",
+                )
+            raise refusal
+        self.usage.refusals += 1
+        recorded: list[dict[str, Any]] = []
+        for number, call in enumerate(calls, 1):
+            call_id = call.get("id") if isinstance(call, dict) else None
+            if not isinstance(call_id, str) or not call_id or call_id in self.seen_ids:
+                call_id = self.loop_made_id(number)
+            self.seen_ids[call_id] = self.usage.turns
+            name = call.get("name") if isinstance(call, dict) else None
+            args = call.get("args") if isinstance(call, dict) else None
+            recorded.append(
+                {
+                    "id": call_id,
+                    "name": name if isinstance(name, str) else "",
+                    "args": args if isinstance(args, dict) else {},
+                }
+            )
+        self.append({"role": "assistant", "calls": recorded})
+        refused_id = recorded[self.checking - 1]["id"]
+        for number, call in enumerate(recorded, 1):
+            if number == self.checking:
+                content = {"refused": refusal.message}
+            else:
+                content = {"not_run": f"call {refused_id!r} of this batch was refused; nothing of this batch ran"}
+            self.append({"role": "tool", "call_id": call["id"], "content": compact_json(content)})
+
+    def loop_made_id(self, number: int) -> str:
+        """An id for a refused call whose own id cannot carry its result; never one the run has used."""
+        made = f"refused-{self.usage.turns}-{number}"
+        while made in self.seen_ids:
+            made += "'"
+        return made
 
     def check_writes(self, batch: list[_Checked], decision: Any) -> None:
         """Writes need an approval policy, and must fit what is left of `max_writes`."""
@@ -538,7 +672,7 @@ class _Run:
             f"and reason a string. Nothing was written",
         )
 
-    def finish(self, text: str, decision: Any) -> AgentResult:
+    def finish(self, text: str, decision: Any, spent: dict[str, Any]) -> AgentResult:
         """The final answer, if it fits the output budget."""
         if len(text) > self.max_chars:
             raise self.fail(
@@ -548,7 +682,7 @@ class _Run:
                 value=self.max_chars,
                 rejected=decision,
             )
-        self.append({"role": "assistant", "content": text})
+        self.append({"role": "assistant", "content": text, **spent})
         return AgentResult(text=text, history=self.history, usage=self.usage_now(), limits=self.limits)
 
     # -- the race against the clock and the outside signal ------------------
@@ -701,6 +835,15 @@ def _duration(name: str, value: Any) -> float:
     if not (math.isfinite(plain) and plain >= 0):
         raise ConfigError(f"{name} must be a finite number of milliseconds >= 0, got {_describe_value(value)}")
     return plain
+
+
+def _token_counts(value: Any) -> bool:
+    """A decision's optional "usage": exactly input_tokens and output_tokens, whole numbers >= 0."""
+    return (
+        isinstance(value, dict)
+        and set(value) == {"input_tokens", "output_tokens"}
+        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value.values())
+    )
 
 
 def _plural(count: int, noun: str) -> str:

@@ -36,6 +36,7 @@ def agent_loop_sync(
     approve: Callable[..., Any] | None = None,
     max_writes: int = 4,
     write_grace_ms: float | None = None,
+    max_refusals: int = 0,
 ) -> AgentResult:
     """`agent_loop` for code that is not async: scripts, and Jupyter cells too.
 
@@ -61,6 +62,7 @@ def agent_loop_sync(
         approve=approve,
         max_writes=max_writes,
         write_grace_ms=write_grace_ms,
+        max_refusals=max_refusals,
     )
 
     def start() -> Any:

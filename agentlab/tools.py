@@ -4,6 +4,12 @@ A tool has two halves. `validate(args)` is the application's check of what the
 model proposed: it raises on bad args and may return a parsed value. `run`
 does the work, and only ever sees what `validate` accepted. The loop calls
 `run(value, signal, call)`, passing as many of those as `run` accepts.
+
+A tool a real model can call also has a `description` and `parameters`, a
+JSON Schema of its args: that is what the model is *told*. It is a request,
+not a guarantee: models send args that break it, so `validate` stays what
+the application *checks* (`agentlab.schema.validator(schema)` builds one
+from the schema itself, with the `jsonschema` library).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from typing import Any
 
 from agentlab.callees import Callee, is_async_callable
 from agentlab.errors import ConfigError
+from agentlab.jsonc import NotJSONError, copy_json
 
 
 @dataclass(frozen=True)
@@ -53,12 +60,16 @@ class Tool:
     `writes=True` marks a tool that changes data: the loop runs it only with
     the approval of `agent_loop`'s `approve` policy, within `max_writes`, and
     passes it the `ToolCall`, whose id is the write's idempotency key.
+
+    `description` and `parameters` (a JSON Schema of the args, an object
+    schema) are what an adapter of `agentlab.models` tells a real model.
     """
 
     validate: Callable[[dict[str, Any]], Any]
     run: Callable[..., Any]
     writes: bool = False
     description: str = ""
+    parameters: dict[str, Any] | None = None
     runner: Callee = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -69,6 +80,10 @@ class Tool:
                 "a tool's validate must be a plain function: it is a quick, pure check of the args "
                 "that runs before anything else; do slow work in run"
             )
+        if not isinstance(self.description, str):
+            raise ConfigError(f"a tool's description must be a string, not {type(self.description).__name__}")
+        if self.parameters is not None:
+            object.__setattr__(self, "parameters", _object_schema(self.parameters))
         object.__setattr__(self, "runner", Callee(self.run, 3, "tool"))
 
     @classmethod
@@ -82,7 +97,27 @@ class Tool:
                 f"tool {name!r} must be Tool(validate=..., run=...) "
                 f"(or an object with validate and run methods), not {type(tool).__name__}"
             )
-        return cls(validate=validate, run=run, writes=bool(getattr(tool, "writes", False)))
+        return cls(
+            validate=validate,
+            run=run,
+            writes=bool(getattr(tool, "writes", False)),
+            description=getattr(tool, "description", "") or "",
+            parameters=getattr(tool, "parameters", None),
+        )
+
+
+def _object_schema(schema: Any) -> dict[str, Any]:
+    """A private JSON copy of a tool's parameters schema, which must describe an object (the args)."""
+    try:
+        copied = copy_json(schema)
+    except NotJSONError as error:
+        raise ConfigError(f"a tool's parameters must be a JSON Schema made of JSON data: {error}") from None
+    if not isinstance(copied, dict) or copied.get("type") != "object":
+        raise ConfigError(
+            'a tool\'s parameters must be a JSON Schema of an object, such as {"type": "object", "properties": '
+            f'{{"id": {{"type": "string"}}}}, "required": ["id"]}}; got {schema!r:.120}'
+        )
+    return copied
 
 
 def parse_lookup_args(args: Any) -> dict[str, str]:

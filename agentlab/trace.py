@@ -24,9 +24,11 @@ CLIP = 160
 
 @dataclass(frozen=True)
 class Step:
-    """One line of a trace. `kind` is user, call, result, final, rejected or error.
+    """One line of a trace. `kind` is user, call, result, refused, not_run, final, rejected or error.
 
-    A call, a result and a rejected call carry the `call_id` and the tool `name`;
+    `refused` and `not_run` are the loop's answers to a batch it refused and returned to the model
+    (`max_refusals`): the refused call's, with the refusal as `text`, and its batch-mates'.
+    A call, a result (of any of these three kinds) and a rejected call carry the `call_id` and the tool `name`;
     the error says `where` the run stopped ("before turn 5", "in turn 2, during call c3").
     """
 
@@ -36,6 +38,7 @@ class Step:
     call_id: str = ""
     name: str = ""
     where: str = ""
+    tokens: str = ""  # a real model's tokens for the turn, on its first step ("120 in, 15 out tokens")
 
 
 @dataclass(frozen=True)
@@ -75,22 +78,32 @@ def steps(run: Any) -> list[Step]:
         elif "calls" in message:
             turn += 1
             pending = []
+            tokens = _tokens(message)
             for call in message["calls"]:
                 call_id, name = str(call.get("id")), str(call.get("name"))
                 names[call_id] = name
                 pending.append(call_id)
-                out.append(Step("call", turn, _json(call.get("args")), call_id, name))
+                out.append(Step("call", turn, _json(call.get("args")), call_id, name, tokens=tokens))
+                tokens = ""
         elif message.get("role") == "tool":
             call_id = str(message.get("call_id"))
             if call_id in pending and not _stopped_mid_write(str(message.get("content", ""))):
                 pending.remove(call_id)
-            out.append(Step("result", turn, str(message.get("content", "")), call_id, names.get(call_id, "")))
+            kind, text = _returned(str(message.get("content", "")))
+            out.append(Step(kind, turn, text, call_id, names.get(call_id, "")))
         elif message.get("role") == "assistant":
             turn += 1
-            out.append(Step("final", turn, str(message.get("content", ""))))
+            out.append(Step("final", turn, str(message.get("content", "")), tokens=_tokens(message)))
     if isinstance(run, BaseException):
         out.extend(_stop_steps(run, turn, pending))
     return out
+
+
+def _tokens(message: dict[str, Any]) -> str:
+    usage = message.get("usage")
+    if not isinstance(usage, dict):
+        return ""
+    return f"{usage.get('input_tokens')} in, {usage.get('output_tokens')} out tokens"
 
 
 def _stop_steps(error: BaseException, turns_in_history: int, pending: list[str]) -> list[Step]:
@@ -151,6 +164,13 @@ def gauges(run: Any) -> list[Gauge]:
             f"limit of {timeout} reached" if over_time else f"within {timeout}",
         ),
     ]
+    tokens, max_tokens = getattr(usage, "tokens", 0), getattr(limits, "max_tokens", None)
+    if tokens or max_tokens is not None:
+        label = f"{tokens} / {max_tokens}" if max_tokens is not None else f"{tokens} (no limit)"
+        out.append(Gauge("tokens", tokens, max_tokens, tripped == "max_tokens", label))
+    refusals, max_refusals = getattr(usage, "refusals", 0), getattr(limits, "max_refusals", 0)
+    if refusals or max_refusals:
+        out.append(Gauge("refusals", refusals, max_refusals, False, f"{refusals} / {max_refusals}"))
     writes, max_writes = getattr(usage, "writes", 0), getattr(limits, "max_writes", 0)
     if writes or tripped == "max_writes":
         out.append(Gauge("writes", writes, max_writes, tripped == "max_writes", f"{writes} / {max_writes}"))
@@ -186,6 +206,15 @@ def _record(content: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _returned(content: str) -> tuple[str, str]:
+    """A tool message's kind and text: the loop's answer to a refused batch (loop.py, `return_refusal`), or a result."""
+    value = _record(content)
+    for kind in ("refused", "not_run"):
+        if set(value) == {kind} and isinstance(value[kind], str):
+            return kind, value[kind]
+    return "result", content
+
+
 def _stopped_mid_write(content: str) -> bool:
     """The loop's record of a write cut short by the stop: the run stopped during that call."""
     value = _record(content)
@@ -209,12 +238,16 @@ def render_text(run: Any) -> str:
         if step.kind == "user":
             lines.append(f"  {'user':<8} {clip(step.text)}")
         elif step.kind == "call":
-            lines.append(f"  {where:<8} call {step.call_id}: {step.name}({clip(step.text)})")
+            spent = f"  ({step.tokens})" if step.tokens else ""
+            lines.append(f"  {where:<8} call {step.call_id}: {step.name}({clip(step.text)}){spent}")
         elif step.kind == "result":
             label = write_outcome(step.text)
             lines.append(f"  {'':<8}   → {step.call_id}: {label + ' — ' if label else ''}{clip(step.text)}")
+        elif step.kind in RETURNED:
+            lines.append(f"  {'':<8}   → {step.call_id}: {RETURNED[step.kind]} — {clip(step.text)}")
         elif step.kind == "final":
-            lines.append(f"  {where:<8} final: {clip(step.text)}")
+            spent = f"  ({step.tokens})" if step.tokens else ""
+            lines.append(f"  {where:<8} final: {clip(step.text)}{spent}")
         elif step.kind == "rejected":
             lines.append(f"  {where:<8} refused {_proposal(step)}  ({_consequence(step)})")
         else:
@@ -223,6 +256,13 @@ def render_text(run: Any) -> str:
     if marks:
         lines.append("  used: " + " · ".join(marks))
     return "\n".join(lines)
+
+
+# How the trace labels the loop's answers to a refused batch, apart from results.
+RETURNED = {
+    "refused": "✗ refused, returned to the model",
+    "not_run": "– not run: another call of the batch was refused",
+}
 
 
 def _is_final(step: Step) -> bool:
@@ -290,14 +330,20 @@ def _row(step: Step, first_of_turn: bool) -> str:
     if step.kind == "user":
         cells = ("user", e(clip(step.text)))
     elif step.kind == "call":
-        cells = (turn, _call_html(step.call_id, step.name, step.text))
+        cells = (turn, _call_html(step.call_id, step.name, step.text) + _tokens_html(step))
     elif step.kind == "result":
         name = f" <span class='muted'>{e(step.name)}</span>" if step.name else ""
         label = write_outcome(step.text)
         label = f"<span class='mark'>{e(label)}</span> " if label else ""
         cells = ("", f"→ <span class='id'>{e(step.call_id)}</span>{name} {label}{e(clip(step.text))}")
+    elif step.kind in RETURNED:
+        label = f"<span class='mark'>{e(RETURNED[step.kind])}</span>"
+        cells = (
+            "",
+            f"→ <span class='id'>{e(step.call_id)}</span> {label} <span class='muted'>{e(clip(step.text))}</span>",
+        )
     elif step.kind == "final":
-        cells = (turn, f"<span class='name'>final</span>: {e(clip(step.text))}")
+        cells = (turn, f"<span class='name'>final</span>: {e(clip(step.text))}{_tokens_html(step)}")
     elif step.kind == "rejected":
         if _is_final(step):
             what = f"final answer ({len(step.text)} chars): {e(clip(step.text))}"
@@ -311,10 +357,14 @@ def _row(step: Step, first_of_turn: bool) -> str:
     return f"<tr class='{classes}'><td class='turn'>{cells[0]}</td><td>{cells[1]}</td></tr>"
 
 
+def _tokens_html(step: Step) -> str:
+    return f" <span class='muted'>({html.escape(step.tokens)})</span>" if step.tokens else ""
+
+
 def _gauge(gauge: Gauge) -> str:
     if gauge.tripped:
         share = 100
-    elif gauge.used is None:
+    elif gauge.used is None or gauge.limit is None:
         share = 0
     else:
         share = min(100, round(100 * gauge.used / gauge.limit)) if gauge.limit else 100
@@ -335,7 +385,7 @@ def render_html(run: Any, *, headline: bool = True) -> str:
     head = f"<div class='head {'ok' if ok else 'bad'}'>{html.escape(_headline(run))}</div>" if headline else ""
     rows, last_turn = [], -1
     for step in steps(run):
-        first = bool(rows) and step.kind != "result" and step.turn != last_turn
+        first = bool(rows) and step.kind not in ("result", *RETURNED) and step.turn != last_turn
         rows.append(_row(step, first))
         last_turn = step.turn
     meters = "".join(_gauge(g) for g in gauges(run))

@@ -1,0 +1,109 @@
+"""Anthropic Messages: agentlab's history to `messages` and back.
+
+Calls are `tool_use` content blocks; their results go back as `tool_result`
+blocks at the start of the next *user* message, all the results of one batch
+in one message (two user messages in a row are merged: the API wants the
+roles to alternate). `input` comes already parsed, and must be an object.
+Pure functions on plain JSON data, no SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agentlab.models.transcript import check_id, check_name, described, malformed, tokens, turns, with_usage
+
+FORMAT = "Anthropic Messages"
+
+# stop_reason -> what it means, for the ones that are not an answer or a call
+STOPPED = {
+    "max_tokens": "incomplete output: the model hit its output token limit (stop_reason 'max_tokens'); "
+    "raise the adapter's max_output_tokens, or ask for less",
+    "refusal": "the model refused (stop_reason 'refusal')",
+    "pause_turn": "paused turn (stop_reason 'pause_turn'): a server-side tool is still running; "
+    "agentlab runs the application's own tools only",
+    "model_context_window_exceeded": "the history no longer fits the model's context window "
+    "(stop_reason 'model_context_window_exceeded'); lower max_chars so the loop stops first",
+}
+
+
+def tool_specs(tools: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The tools as `{"name", "description", "input_schema"}`."""
+    return [
+        {"name": name, "description": text, "input_schema": schema} for name, text, schema in described(dict(tools))
+    ]
+
+
+def to_messages(history: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The history as Anthropic messages: `tool_use` blocks, then ONE user message of `tool_result` blocks."""
+    out: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+
+    for turn in turns(history):
+        if turn.kind == "user":
+            add("user", [{"type": "text", "text": turn.text}])
+        elif turn.kind == "final":
+            add("assistant", [{"type": "text", "text": turn.text}])
+        else:
+            add(
+                "assistant",
+                [{"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["args"]} for c in turn.calls],
+            )
+            add(
+                "user",
+                [
+                    {"type": "tool_result", "tool_use_id": r.call_id, "content": r.content, "is_error": r.is_error}
+                    for r in turn.results
+                ],
+            )
+    return out
+
+
+def decision_from(response: Any) -> dict[str, Any]:
+    """A Messages response body as a decision; a stop that is not an answer is a ModelOutputError."""
+    content = response.get("content") if isinstance(response, dict) else None
+    if not isinstance(content, list):
+        raise malformed(f"malformed response: no content list in the {FORMAT} response", response)
+    usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
+    spent = tokens(usage.get("input_tokens"), usage.get("output_tokens"))
+    reason = response.get("stop_reason")
+    if reason in STOPPED:
+        raise malformed(STOPPED[reason], content)
+    calls, texts = [], []
+    for block in content:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "tool_use":
+            name = check_name(block.get("name"), content)
+            call_id = check_id(block.get("id"), name, content)
+            args = block.get("input")
+            if not isinstance(args, dict):
+                raise malformed(
+                    f"malformed call {call_id!r} ({name}): its input must be an object, got "
+                    f"{type(args).__name__} {args!r:.80}",
+                    content,
+                )
+            calls.append({"id": call_id, "name": name, "args": args})
+        elif kind == "text" and isinstance(block.get("text"), str):
+            texts.append(block["text"])  # text beside calls is the model thinking aloud: not a proposal
+        elif kind == "thinking" or kind == "redacted_thinking":
+            continue
+        else:
+            raise malformed(
+                f"malformed output: a {kind!r} block, not a tool_use or text; agentlab runs the application's "
+                "own tools only",
+                content,
+            )
+    if calls:
+        return with_usage({"kind": "tools", "calls": calls}, spent)
+    if texts:
+        return with_usage({"kind": "final", "text": "".join(texts)}, spent)
+    raise malformed(f"malformed response: neither tool_use nor text (stop_reason {reason!r})", content)
+
+
+__all__ = ["FORMAT", "STOPPED", "decision_from", "to_messages", "tool_specs"]
