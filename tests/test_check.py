@@ -14,7 +14,7 @@ import pytest
 
 from agentlab import agent_loop
 from agentlab.__main__ import main
-from agentlab.behaviours import ALL, STEPS, select
+from agentlab.behaviours import ALL, EXTRA_STEPS, STEPS, select
 from agentlab.check import HINTS, Report, check, render_html
 from agentlab.errors import ConfigError
 
@@ -29,7 +29,7 @@ def test_the_package_loop_passes_every_row() -> None:
     assert (report.points, report.total, report.score) == (len(select()), len(select()), 1.0)
 
 
-@pytest.mark.parametrize("step", STEPS)
+@pytest.mark.parametrize("step", STEPS + EXTRA_STEPS)
 def test_a_step_checks_exactly_its_behaviours(step: str) -> None:
     report = check(agent_loop, step=step)
     assert [row.key for row in report.rows] == [b.key for b in select(step)]
