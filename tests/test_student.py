@@ -17,7 +17,7 @@ from nbclient import NotebookClient
 
 from agentlab import student
 from agentlab.__main__ import main
-from agentlab.behaviours import EXTRA_STEPS, STEPS, select
+from agentlab.behaviours import STEPS, select
 from agentlab.student import WorkbookError, has_solution, stale, strip_solutions, student_notebook
 
 SOURCES = sorted(student.SOURCE.glob("*.ipynb"))
