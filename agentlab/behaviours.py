@@ -61,6 +61,9 @@ class Behaviour:
 
 
 STEPS = ("basics", "checks", "budgets", "deadline", "limits")
+# Steps beyond the workbooks (each appends itself at the end of this file): asked for by name, never part of
+# "every step", so that a loop written for the workbooks is not failed for an option it was never asked for.
+EXTRA_STEPS: tuple[str, ...] = ()
 
 # -- the names, ids and values of the scenarios --------------------------------------
 
@@ -1299,10 +1302,11 @@ def get(key: str) -> Behaviour:
 
 
 def select(step: str | None = None, reference_only: bool = False) -> Sequence[Behaviour]:
-    """The behaviours of one workbook step (all steps if None), optionally only the seven."""
-    if step is not None and step not in STEPS:
-        raise ConfigError(f"no step {step!r}; the steps are: {', '.join(STEPS)}")
-    return [b for b in ALL if (step is None or b.step == step) and (b.reference or not reference_only)]
+    """The behaviours of one step (every workbook step if None), optionally only the seven."""
+    if step is not None and step not in STEPS + EXTRA_STEPS:
+        raise ConfigError(f"no step {step!r}; the steps are: {', '.join(STEPS + EXTRA_STEPS)}")
+    wanted = STEPS if step is None else (step,)
+    return [b for b in ALL if b.step in wanted and (b.reference or not reference_only)]
 
 
 async def verify(key: str, agent_loop: AgentLoop) -> None:
@@ -1317,6 +1321,7 @@ async def verify(key: str, agent_loop: AgentLoop) -> None:
 
 __all__ = [
     "ALL",
+    "EXTRA_STEPS",
     "REFERENCE",
     "RULES",
     "STEPS",
@@ -1330,3 +1335,268 @@ __all__ = [
     "verify",
     "watch_tasks",
 ]
+
+
+# == step "recovery" (notebook 11): refusals returned to the model, within max_refusals ==========================
+#
+# Beyond the exercise's workbooks: a loop that takes `max_refusals` may give a refused batch back to the model
+# instead of ending the run. These rules are asked for by name (`select("recovery")`, `check(impl, "recovery")`),
+# never as part of "every step", so a loop written for the workbooks is not failed for an option it never had.
+# Self-contained: its models and tools are its own.
+
+_GOOD = {"id": "r1", "name": "lookup", "args": {"id": "A"}}
+# Each mistake the model can fix, as the second call of a batch whose first call is good: (call, phrase, clue).
+_SLIPS: tuple[tuple[dict[str, Any], str, str], ...] = (
+    ({"id": "r2", "name": "deleteEverything", "args": {}}, "unknown tool", "unknown_tool"),
+    ({"id": "r2", "name": "lookup", "args": {"id": 7}}, "args", "invalid_args"),
+    ({"id": "r2", "name": "lookup"}, "malformed", "malformed_call"),
+    ({"id": "r1", "name": "lookup", "args": {"id": "B"}}, "duplicate call id", "duplicate_id"),
+)
+
+
+def _recovery_tools(ran: list[Any]) -> dict[str, Tool]:
+    """The lookup tool; every value `run` receives is appended to `ran`."""
+
+    async def run(value: Any) -> Any:
+        ran.append(value)
+        return parse_lookup_args(value)
+
+    return {"lookup": Tool(validate=parse_lookup_args, run=run)}
+
+
+class _Slips:
+    """A model that proposes `first` (a batch), then one good call with a fresh id, then answers "done".
+
+    It keeps a plain copy of every history it was shown, so a behaviour can read what went back to it.
+    """
+
+    def __init__(self, first: list[dict[str, Any]], slips: int = 1) -> None:
+        self.first, self.slips, self.seen = first, slips, []
+
+    async def __call__(self, messages: Any, signal: Any = None) -> dict[str, Any]:
+        self.seen.append([dict(message) for message in messages])
+        turn = len(self.seen)
+        if turn <= self.slips:
+            return {"kind": "tools", "calls": _fresh(self.first, turn)}
+        if turn == self.slips + 1:
+            return {"kind": "tools", "calls": [{"id": "ok", "name": "lookup", "args": {"id": "A"}}]}
+        return {"kind": "final", "text": "done"}
+
+
+def _fresh(batch: list[dict[str, Any]], turn: int) -> list[dict[str, Any]]:
+    """The batch for `turn`: each id made new for the turn (an id repeated within the batch stays repeated)."""
+    if turn == 1:
+        return [dict(call) for call in batch]
+    return [dict(call, id=f"{call['id']}.{turn}") if isinstance(call.get("id"), str) else dict(call) for call in batch]
+
+
+def _answers(history: Sequence[Any]) -> list[tuple[list[Any], list[tuple[Any, str]]]]:
+    """Each calls message of a history with the tool messages that follow it: ([ids], [(call_id, content)])."""
+    out: list[tuple[list[Any], list[tuple[Any, str]]]] = []
+    for message in history:
+        if not isinstance(message, dict):
+            continue
+        if "calls" in message and isinstance(message["calls"], list):
+            out.append(([c.get("id") if isinstance(c, dict) else None for c in message["calls"]], []))
+        elif message.get("role") == "tool" and out:
+            out[-1][1].append((message.get("call_id"), str(message.get("content", ""))))
+    return out
+
+
+def _in_words(message: str, content: str) -> bool:
+    """True if `content` carries `message`, as plain text or inside a JSON string."""
+    import json  # here, not at the top: this block keeps to itself
+
+    return message in content or json.dumps(message, ensure_ascii=False)[1:-1] in content
+
+
+async def _error_without_recovery(agent_loop: AgentLoop, batch: list[dict[str, Any]], phrase: str, clue: str) -> str:
+    """The error the loop raises for `batch` with max_refusals=0: the words a returned refusal must carry."""
+    ran: list[Any] = []
+    try:
+        error = await _rejects(agent_loop("q", _Slips(batch), _recovery_tools(ran), max_refusals=0), phrase, clue, ran)
+    except BehaviourFailed as failed:  # without the error, there are no words to compare: say which rule broke
+        raise BehaviourFailed(f"first, with max_refusals=0, {failed.expected}", failed.happened, "zero_first") from None
+    return str(error)
+
+
+async def zero_refusals_is_todays_contract(agent_loop: AgentLoop) -> None:
+    """With max_refusals=0, every refusal still ends the run with its error, and nothing of the batch runs."""
+    for bad, phrase, clue in _SLIPS:
+        ran: list[Any] = []
+        model = _Slips([_GOOD, bad])
+        await _rejects(agent_loop("q", model, _recovery_tools(ran), max_refusals=0), phrase, clue)
+        if ran:
+            raise BehaviourFailed("that no tool of the refused batch ran", f"run got {ran[0]!r}", f"ran:{clue}")
+        if len(model.seen) != 1:
+            raise BehaviourFailed(
+                f"with max_refusals=0 and {clue.replace('_', ' ')}, the model to be called once",
+                f"it was called {len(model.seen)} times",
+                f"zero_asked_again:{clue}",
+            )
+
+
+async def refusal_answers_every_call(agent_loop: AgentLoop) -> None:
+    """A returned refusal answers every call of the batch once: the refused one in its error's words."""
+    for bad, phrase, clue in _SLIPS:
+        words = await _error_without_recovery(agent_loop, [_GOOD, bad], phrase, clue)
+        model = _Slips([_GOOD, bad])
+        result = await _returns(
+            agent_loop("q", model, _recovery_tools([]), max_refusals=1),
+            f"with max_refusals=1, {clue.replace('_', ' ')} to go back to the model and the run to answer 'done'",
+            f"not_returned:{clue}",
+        )
+        if len(model.seen) < 2:
+            raise BehaviourFailed("the model to be asked again after the refusal", "it was not", f"not_asked:{clue}")
+        batches = _answers(model.seen[1])
+        if not batches:
+            raise BehaviourFailed(
+                "the refused batch in the history the model sees next", "there was no calls message", f"no_batch:{clue}"
+            )
+        ids, answers = batches[-1]
+        if len(ids) != 2 or len(answers) != 2 or len({call_id for call_id, _ in answers}) != 2:
+            raise BehaviourFailed(
+                f"one tool message per call of the refused batch ({clue.replace('_', ' ')}): 2, each to its own id",
+                f"the batch {ids} got {answers}",
+                f"one_per_call:{clue}",
+            )
+        refused = answers[1][1]
+        if not _in_words(words, refused):
+            raise BehaviourFailed(
+                f"the refused call's message to carry the error's own words, {words!r}",
+                f"it was {refused!r}",
+                f"words:{clue}",
+            )
+        if answers[0][1] == '{"id":"A"}' or not re.search(r"not (been )?run|refused", answers[0][1], re.IGNORECASE):
+            raise BehaviourFailed(
+                "the good call's message to say it was not run because another call was refused",
+                f"it was {answers[0][1]!r}",
+                f"batch_mate:{clue}",
+            )
+        if getattr(getattr(result, "usage", None), "refusals", None) != 1:
+            usage = getattr(result, "usage", None)
+            raise BehaviourFailed("result.usage.refusals == 1", f"usage was {usage!r}", "usage_refusals")
+
+
+async def returned_batch_never_runs(agent_loop: AgentLoop) -> None:
+    """Nothing of a returned batch runs, not even its good calls, and a repeat under forbid_repeats is refused too."""
+    for bad, _, clue in _SLIPS:
+        ran: list[Any] = []
+        await _returns(
+            agent_loop("q", _Slips([_GOOD, bad]), _recovery_tools(ran), max_refusals=1),
+            f"with max_refusals=1, {clue.replace('_', ' ')} to go back to the model and the run to answer 'done'",
+            f"not_returned:{clue}",
+        )
+        if ran != [{"id": "A"}]:
+            raise BehaviourFailed(
+                "only the corrected call to run, once: [{'id': 'A'}]", f"run got {ran}", f"ran:{clue}"
+            )
+    ran = []
+    repeat = [{"id": "p1", "name": "lookup", "args": {"id": "B"}}]
+    again = [{"id": "p2", "name": "lookup", "args": {"id": "A"}}, {"id": "p3", "name": "lookup", "args": {"id": "B"}}]
+    model = _tools_in_turns(repeat, again, [{"id": "p4", "name": "lookup", "args": {"id": "C"}}])
+    await _returns(
+        agent_loop("q", model, _recovery_tools(ran), forbid_repeats=True, max_refusals=1),
+        "with forbid_repeats and max_refusals=1, the repeat to go back to the model and the run to answer 'done'",
+        "not_returned:repeat",
+    )
+    if ran != [{"id": "B"}, {"id": "C"}]:
+        raise BehaviourFailed(
+            "B to run, then nothing of the batch with the repeat, then C: [{'id': 'B'}, {'id': 'C'}]",
+            f"run got {ran}",
+            "ran:repeat",
+        )
+
+
+def _tools_in_turns(*batches: list[dict[str, Any]]) -> Callable[..., Awaitable[Any]]:
+    """A model that proposes `batches` in turn, then answers "done"."""
+    turns = iter(batches)
+
+    async def model(messages: Any, signal: Any = None) -> dict[str, Any]:
+        batch = next(turns, None)
+        return {"kind": "final", "text": "done"} if batch is None else {"kind": "tools", "calls": batch}
+
+    return model
+
+
+async def refusals_tie_to_usable_ids(agent_loop: AgentLoop) -> None:
+    """Every call in the history, refused or not, has its own string id and exactly one tool message."""
+    for bad, clue in (
+        ({"name": "lookup", "args": {"id": "B"}}, "missing_id"),
+        ({"id": 7, "name": "lookup", "args": {"id": "B"}}, "number_id"),
+        ({"id": "r1", "name": "lookup", "args": {"id": "B"}}, "duplicate_id"),
+    ):
+        model = _Slips([_GOOD, bad])
+        result = await _returns(
+            agent_loop("q", model, _recovery_tools([]), max_refusals=1),
+            f"with max_refusals=1, a call with a {clue.replace('_', ' ')} to go back to the model",
+            f"not_returned:{clue}",
+        )
+        history = list(getattr(result, "history", None) or [])
+        ids = [call_id for batch_ids, _ in _answers(history) for call_id in batch_ids]
+        answered = [call_id for _, answers in _answers(history) for call_id, _ in answers]
+        if (
+            not all(isinstance(i, str) and i for i in ids)
+            or len(set(ids)) != len(ids)
+            or sorted(answered) != sorted(ids)
+        ):
+            raise BehaviourFailed(
+                "every call id in the history a distinct non-empty string, answered by exactly one tool message",
+                f"the calls had the ids {ids} and the tool messages answered {answered}",
+                f"ids:{clue}",
+            )
+
+
+async def refusal_budget_ends_the_run(agent_loop: AgentLoop) -> None:
+    """The refusal after max_refusals ends the run with that refusal's own error."""
+    for bad, phrase, clue in _SLIPS:
+        for budget in (1, 2):
+            model = _Slips([_GOOD, bad], slips=budget + 1)
+            ran: list[Any] = []
+            error = await _rejects(agent_loop("q", model, _recovery_tools(ran), max_refusals=budget), phrase, clue)
+            if len(model.seen) != budget + 1 or ran:
+                kind = "budget_count" if len(model.seen) != budget + 1 else "ran"
+                raise BehaviourFailed(
+                    f"with max_refusals={budget}, {budget} refusals returned, the next one raised: "
+                    f"{budget + 1} model calls, no tool run",
+                    f"{len(model.seen)} model calls, {len(ran)} tool runs",
+                    f"{kind}:{clue}",
+                )
+            refusals = getattr(getattr(error, "usage", None), "refusals", budget)
+            if refusals != budget:
+                raise BehaviourFailed(f"error.usage.refusals == {budget}", f"it was {refusals!r}", "usage_refusals")
+
+
+async def limits_are_not_refusals(agent_loop: AgentLoop) -> None:
+    """With refusals allowed, the tool, turn and context budgets still end the run."""
+    ran: list[Any] = []
+    too_many = [{"id": f"t{n}", "name": "lookup", "args": {"id": "A"}} for n in (1, 2, 3)]
+    model = _Slips(too_many)
+    await _rejects(
+        agent_loop("q", model, _recovery_tools(ran), max_calls=2, max_refusals=5), "tool budget", "max_calls", ran
+    )
+    if ran or len(model.seen) != 1:
+        raise BehaviourFailed(
+            "a batch over max_calls to end the run at once, nothing run",
+            f"{len(model.seen)} model calls, {len(ran)} tool runs",
+            "returned:max_calls",
+        )
+    slipping = _Slips([{"id": "u1", "name": "nope", "args": {}}], slips=10)
+    await _rejects(agent_loop("q", slipping, {}, max_turns=2, max_refusals=5), "turn budget", "max_turns")
+    slipping = _Slips([{"id": "u1", "name": "nope", "args": {}}], slips=10)
+    await _rejects(agent_loop("q", slipping, {}, max_chars=60, max_refusals=5), "context budget", "max_chars")
+
+
+RECOVERY: tuple[Behaviour, ...] = (
+    _behaviour(zero_refusals_is_todays_contract, "recovery"),
+    _behaviour(refusal_answers_every_call, "recovery"),
+    _behaviour(returned_batch_never_runs, "recovery"),
+    _behaviour(refusals_tie_to_usable_ids, "recovery"),
+    _behaviour(refusal_budget_ends_the_run, "recovery"),
+    _behaviour(limits_are_not_refusals, "recovery"),
+)
+EXTRA_STEPS += ("recovery",)
+RULES += RECOVERY
+ALL += RECOVERY
+__all__ += ["RECOVERY"]
+# == end of step "recovery" ========================================================================================

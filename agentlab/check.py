@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentlab.behaviours import RUN_BOUND_S, STEPS, Behaviour, BehaviourFailed, select, watch_tasks
+from agentlab.behaviours import EXTRA_STEPS, RUN_BOUND_S, STEPS, Behaviour, BehaviourFailed, select, watch_tasks
 from agentlab.errors import AgentError, ConfigError
 
 # How long one behaviour may take before the checker gives up on it. A little
@@ -353,8 +353,9 @@ def unloadable(target: str, step: str | None, problem: str, hint: str) -> Report
 
 
 def _behaviours(step: str | None) -> Sequence[Behaviour]:
-    if step is not None and step not in STEPS:
-        raise ConfigError(f"no step {step!r}; the steps are: {', '.join(STEPS)} (or None for all of them)")
+    if step is not None and step not in STEPS + EXTRA_STEPS:
+        steps = ", ".join(STEPS + EXTRA_STEPS)
+        raise ConfigError(f"no step {step!r}; the steps are: {steps} (or None for every workbook step)")
     return select(step)
 
 
@@ -894,6 +895,48 @@ HINTS: dict[str, str] = {
     "*/no_error:*": "This run must fail with the error named in 'expected'; yours returned instead.",
     "*/wrong_error:*": "This run must fail with an error whose message contains the phrase in 'expected'.",
     "*/ran:*": "Nothing of a refused batch may run: do every check of the batch before running any of it.",
+}
+
+# The "recovery" step (notebook 11): a loop that gives refused batches back to the model, within max_refusals.
+_NOTHING_OF_A_REFUSED_BATCH = (
+    "Check the whole batch before anything runs, and return the refusal instead of running: whether the batch goes "
+    "back to the model or ends the run, none of its calls runs, not even the good ones before the refused one."
+)
+HINTS |= {
+    "zero_refusals_is_todays_contract/*": (
+        "max_refusals=0 (the default) is the exercise's contract: the first refusal raises its error and the "
+        "model is not asked again. Return a refusal to the model only while refusals < max_refusals."
+    ),
+    "refusal_answers_every_call/*": (
+        "A returned refusal is the batch as proposed in the history, then one tool message per call id: the "
+        "refused call's content carries str(error), the exact words the error would have raised, and each other "
+        "call's says it was not run because another call of the batch was refused. Count it in usage.refusals."
+    ),
+    "refusal_answers_every_call/*:duplicate_id": (
+        "A duplicate id cannot carry its own answer: the id is already answered. Record the refused call under an "
+        "id of your own (never one the run has used) so that each call still gets exactly one tool message."
+    ),
+    "refusal_answers_every_call/zero_first": (
+        "This row first runs the batch with max_refusals=0 to learn the error's words, and that run did not raise: "
+        "with max_refusals=0 the first refusal must end the run, as in the exercise."
+    ),
+    "returned_batch_never_runs/*": _NOTHING_OF_A_REFUSED_BATCH,
+    "zero_refusals_is_todays_contract/ran:*": _NOTHING_OF_A_REFUSED_BATCH,
+    "refusal_budget_ends_the_run/ran:*": _NOTHING_OF_A_REFUSED_BATCH,
+    "refusals_tie_to_usable_ids/*": (
+        "Every call in the history needs a non-empty string id of its own and exactly one tool message tied to it "
+        "(providers reject a transcript with an unanswered call). A missing, non-string or duplicate id gets an id "
+        "the loop makes, never one the run has used; mark every id of a returned batch as used."
+    ),
+    "refusal_budget_ends_the_run/*": (
+        "Count each returned batch; when refusals == max_refusals, the next refusal is raised as it would be "
+        "without recovery (UnknownToolError, ToolArgsError, ...), not returned, and not a budget error of its own."
+    ),
+    "limits_are_not_refusals/*": (
+        "Only a mistake the model can fix in its next proposal is returned (unknown tool, invalid args, a "
+        "malformed call, a duplicate id, a repeat). max_calls, max_turns, max_chars, the deadline and an abort "
+        "still end the run at once, whatever max_refusals allows."
+    ),
 }
 
 
