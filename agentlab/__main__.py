@@ -4,6 +4,7 @@ python -m agentlab demo                        # Pune: rain, 18°C, with its tra
 python -m agentlab demo --max-turns 1          # a tripped limit: one line, exit code 1
 python -m agentlab demo --case unknown-tool    # the tutorial's boundary cases
 python -m agentlab check solution.py           # the student checker: exit 0 only when every behaviour passes
+python -m agentlab grade submissions/          # every submission in a folder: grades.csv and a feedback file each
 python -m agentlab student                     # write the student versions of the workbooks
 """
 
@@ -14,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from agentlab.adapters import from_decider
-from agentlab.behaviours import STEPS
+from agentlab.behaviours import EXTRA_STEPS, STEPS
 from agentlab.errors import AgentError
 from agentlab.examples import BOUNDARY_CASES, WEATHER_GOAL, WeatherDemo, weather_tools
 from agentlab.fakes import Slow
@@ -65,10 +66,22 @@ def _parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=_demo)
     checker = commands.add_parser("check", help="check a student's agent_loop against every behaviour, with hints")
     checker.add_argument("target", help="a .py file, a submitted workbook (.ipynb) or a module that defines agent_loop")
-    checker.add_argument("--step", choices=STEPS, help="only the behaviours of one workbook step (default: all)")
+    checker.add_argument(
+        "--step", choices=STEPS + EXTRA_STEPS, help="only the behaviours of one step (default: every workbook step)"
+    )
     checker.add_argument("--json", action="store_true", help="print a JSON result for graders (score, rows, hints)")
     checker.add_argument("--bound-s", type=float, default=None, help="give up on a behaviour after this long (2.5)")
+    checker.add_argument("--seed", type=int, default=None, help="the scenarios' names and ids (default: a new one)")
     checker.set_defaults(handler=_check)
+    grader = commands.add_parser(
+        "grade", help="grade every submission in a folder, each in a process of its own: a CSV and feedback files"
+    )
+    grader.add_argument("folder", help="one .py file or workbook per student, or one subfolder per student")
+    grader.add_argument("--out", default=None, help="where to write grades.csv and the feedback (FOLDER-grades)")
+    grader.add_argument("--step", choices=STEPS, help="only the behaviours of one workbook step (default: all)")
+    grader.add_argument("--jobs", type=int, default=None, help="submissions graded at once (default: CPU count)")
+    grader.add_argument("--bound-s", type=float, default=None, help="give up on a behaviour after this long (2.5)")
+    grader.set_defaults(handler=_grade)
     student = commands.add_parser("student", help="write the student versions of notebooks/exercises/ workbooks")
     student.add_argument("--check", action="store_true", help="only list stale student versions; exit 1 if any")
     student.set_defaults(handler=_student)
@@ -78,7 +91,31 @@ def _parser() -> argparse.ArgumentParser:
 def _check(options: argparse.Namespace) -> int:
     from agentlab.check import main as check_main
 
-    return check_main(options.target, options.step, options.json, options.bound_s)
+    return check_main(options.target, options.step, options.json, options.bound_s, options.seed)
+
+
+def _grade(options: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from agentlab.check import BOUND_S
+    from agentlab.grading import grade_class
+
+    folder = Path(options.folder)
+    if not folder.is_dir():
+        print(f"agentlab grade: {folder} is not a folder of submissions", file=sys.stderr)
+        return 2
+    out = Path(options.out) if options.out else folder.parent / f"{folder.name}-grades"
+
+    def progress(graded) -> None:  # type: ignore[no-untyped-def]
+        report = graded.report
+        note = f"  ({graded.problem})" if graded.problem else ""
+        print(f"{graded.student}: {report.points}/{report.total}{note}", flush=True)
+
+    results = grade_class(
+        folder, out, options.step, jobs=options.jobs, bound_s=options.bound_s or BOUND_S, progress=progress
+    )
+    print(f"graded {len(results)} submissions: {out / 'grades.csv'} and a feedback file per student in {out}")
+    return 0
 
 
 def _student(options: argparse.Namespace) -> int:

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentlab.behaviours import RUN_BOUND_S, STEPS, Behaviour, BehaviourFailed, select
+from agentlab.behaviours import EXTRA_STEPS, RUN_BOUND_S, STEPS, Behaviour, BehaviourFailed, select, watch_tasks
 from agentlab.errors import AgentError, ConfigError
 
 # How long one behaviour may take before the checker gives up on it. A little
@@ -252,6 +252,7 @@ def _run_behaviour(behaviour: Behaviour, impl: Callable[..., Any], bound_s: floa
         try:
             loop = asyncio.new_event_loop()
             loop.set_exception_handler(_ignore)
+            watch_tasks(loop)
             try:
                 box["outcome"] = loop.run_until_complete(_attempt(behaviour, _guard(impl, seen)))
             except BaseException as error:  # Ctrl-C or exit raised by student code, or _Abandoned
@@ -275,14 +276,19 @@ def _run_behaviour(behaviour: Behaviour, impl: Callable[..., Any], bound_s: floa
             )
             return _row(behaviour, failure, seen, [])
         thread.join(LEAK_GRACE_S)  # a coroutine the run never awaited warns as the thread lets go of it
-    outcome, leaked = box.get("outcome", (RuntimeError("the checker could not start an event loop"), 0))
-    if outcome is None and leaked:
+        outcome, leaked = box.pop("outcome", (RuntimeError("the checker could not start an event loop"), 0))
+        for error in _causes(outcome) if outcome is not None else []:
+            error.__traceback__ = None  # let go of the run's frames now, so that what they held warns here
+        warned = [str(w.message) for w in caught]
+    if leaked and not (isinstance(outcome, BehaviourFailed) and outcome.clue in ("leaked_tasks", "hung")):
+        also = "" if outcome is None else f" (and then: {outcome})"
         outcome = BehaviourFailed(
             "no task of the run to be still running once agent_loop has returned or raised",
-            f"{leaked} task{'s' if leaked > 1 else ''} of the run {'were' if leaked > 1 else 'was'} still running",
+            f"{leaked} task{'s' if leaked > 1 else ''} of the run {'were' if leaked > 1 else 'was'} still running"
+            + also,
             "leaked_tasks",
         )
-    return _row(behaviour, outcome, seen, [str(w.message) for w in caught])
+    return _row(behaviour, outcome, seen, warned)
 
 
 def _row(behaviour: Behaviour, outcome: BaseException | None, seen: _Seen, warned: list[str]) -> Row:
@@ -347,8 +353,9 @@ def unloadable(target: str, step: str | None, problem: str, hint: str) -> Report
 
 
 def _behaviours(step: str | None) -> Sequence[Behaviour]:
-    if step is not None and step not in STEPS:
-        raise ConfigError(f"no step {step!r}; the steps are: {', '.join(STEPS)} (or None for all of them)")
+    if step is not None and step not in STEPS + EXTRA_STEPS:
+        steps = ", ".join(STEPS + EXTRA_STEPS)
+        raise ConfigError(f"no step {step!r}; the steps are: {steps} (or None for every workbook step)")
     return select(step)
 
 
@@ -365,7 +372,7 @@ def _name(impl: Any) -> str:
 LOAD_BOUND_S = 10.0
 
 
-def load(target: str) -> tuple[Callable[..., Any] | None, str, str | None, str | None]:
+def load(target: str, bound_s: float = LOAD_BOUND_S) -> tuple[Callable[..., Any] | None, str, str | None, str | None]:
     """Find `agent_loop` in a .py file, a submitted workbook (.ipynb) or an importable module.
 
     Returns `(agent_loop or None, problem or "", the workbook's step or None, a hint)`. The student's
@@ -389,8 +396,8 @@ def load(target: str) -> tuple[Callable[..., Any] | None, str, str | None, str |
             finished.set()
 
     threading.Thread(target=on_own_thread, name="agentlab-check load", daemon=True).start()
-    if not finished.wait(LOAD_BOUND_S):
-        problem = f"loading {target} did not finish within {LOAD_BOUND_S:g} s"
+    if not finished.wait(bound_s):
+        problem = f"loading {target} did not finish within {bound_s:g} s"
         return None, problem, None, "Remove the code that runs (or waits) at the top level of the file."
     if "error" in box:
         error = box["error"]
@@ -430,14 +437,25 @@ def _run_notebook(path: Path) -> tuple[dict[str, Any], str | None]:
     return namespace, step if step in STEPS else None
 
 
-def main(target: str, step: str | None = None, as_json: bool = False, bound_s: float | None = None) -> int:
-    """`python -m agentlab check TARGET`: print the report (or its JSON); 0 only when every row passes."""
-    impl, problem, workbook_step, hint = load(target)
-    step = step or workbook_step
-    if impl is None:
-        report = unloadable(target, step, problem, hint or "")
-    else:
-        report = check(impl, step, name=target, bound_s=bound_s or BOUND_S)
+def main(
+    target: str, step: str | None = None, as_json: bool = False, bound_s: float | None = None, seed: int | None = None
+) -> int:
+    """`python -m agentlab check TARGET`: grade it in a process of its own, print the report (or its JSON).
+
+    Exit code 0 when every row passes, 1 when one fails, 2 when there is nothing to check (no such file, a
+    folder, a file that cannot be read, no agent_loop in it): then one line says why.
+    """
+    from agentlab.grading import GradingError, grade
+
+    try:
+        graded = grade(target, step, bound_s=bound_s or BOUND_S, seed=seed)
+    except GradingError as error:
+        print(f"agentlab check: {error}", file=sys.stderr)
+        return 2
+    if graded.no_agent_loop:
+        print(f"agentlab check: {target} defines no agent_loop ({SIGNATURE})", file=sys.stderr)
+        return 2
+    report = graded.report
     print(json.dumps(report.to_json(), indent=2, ensure_ascii=False) if as_json else render_text(report))
     return 0 if report.passed else 1
 
@@ -488,6 +506,15 @@ _RACE = (
     "(`asyncio.wait({task, ...}, timeout=timeout_ms / 1000, return_when=FIRST_COMPLETED)`); when time is up, "
     "abort the run's own signal, cancel the task and raise DeadlineError('deadline exceeded ...')."
 )
+_NOTHING_AFTER = (
+    "Your loop raised, but its work went on: a model call or a tool run happened after agent_loop had raised. "
+    "When the deadline or an abort wins the race, cancel the task of the steps (task.cancel()) and let no "
+    "worker of yours start anything after that."
+)
+_IDENTITY = (
+    "Raise the signal's reason itself (raise signal.reason), the very exception the caller gave to abort(): "
+    "not a new error with the same message, and not a wrapper. The caller may compare it with `is`."
+)
 _UNKNOWN = (
     "A name that is not a key of tools must stop the run, before anything of the batch runs, with an error "
     "saying 'unknown tool': UnknownToolError(f'unknown tool {name!r}'), not the KeyError of tools[name]."
@@ -537,6 +564,16 @@ HINTS: dict[str, str] = {
         "A tool's result goes back as compact_json(result) (from agentlab), byte-identical to JavaScript's "
         "JSON.stringify: no spaces, non-ASCII kept as is, 18.0 written as 18. json.dumps differs on all three."
     ),
+    "result_reaches_model/sync_tool": (
+        "A tool's run may be a plain `def` as well as an `async def`: call it with `await call(run, value, "
+        "signal)`, which awaits an async function and runs a plain one on a worker thread; `await run(...)` fails "
+        "for a plain one."
+    ),
+    "model_sees_snapshot/shallow_snapshot": (
+        "A shallow copy (list(history), [dict(m) for m in history]) still shares the calls lists and args dicts "
+        "inside the messages: the model changed those, and your history changed with them. Give the model "
+        "copy.deepcopy(history)."
+    ),
     "model_sees_snapshot/shared_history": (
         "Give the model a copy of the history (copy.deepcopy(history)), never your own list: whatever the model "
         "does to the messages it is given must not change what your loop remembers."
@@ -552,6 +589,14 @@ HINTS: dict[str, str] = {
         "Look a tool up only among the keys of tools: tools.get(name), or `name in tools`. getattr(tools, name) "
         "finds the dict's own methods, such as keys, which are not tools."
     ),
+    "unknown_tool/*:near_name": (
+        "A tool name is an exact key of tools: compare it as it is, with no lower(), strip() or other clean-up. "
+        "A name that differs in case, spaces or separators is an unknown tool, and nothing of its batch runs."
+    ),
+    "invalid_args_never_run/*:other_error": (
+        "A validate may fail with any exception (KeyError, TypeError, its own class), not only ValueError: catch "
+        "Exception around tool.validate(args) and raise ToolArgsError(f'invalid args for {name}: {error}') from it."
+    ),
     "invalid_args_never_run/ran:*": (
         "Call the tool's validate(args) for every call before running any: if it raises, raise "
         "ToolArgsError(f'invalid args for {name}: {error}') and run nothing."
@@ -559,6 +604,14 @@ HINTS: dict[str, str] = {
     "invalid_args_never_run/*": (
         "When a tool's validate raises, stop the run with an error whose message contains 'args', such as "
         "ToolArgsError(f'invalid args for {name}: {error}'), raised from the validate's error."
+    ),
+    "duplicate_call_id/*:turns_later": (
+        "Remember every call id of the whole run, not just the ids of the previous turn: an id used two or "
+        "more turns earlier is a duplicate too. Keep one set for the run, created before the loop."
+    ),
+    "duplicate_call_id/near_ids": (
+        "Compare call ids exactly as they are: 'c1', 'C1' and 'c1 ' are three different ids. Do not lower(), "
+        "strip() or otherwise clean them up before the duplicate check."
     ),
     "duplicate_call_id/*": (
         "Remember every call id of the run in a set that lives across turns (not just this batch), and refuse "
@@ -597,6 +650,14 @@ HINTS: dict[str, str] = {
         "Copy the args when you check them (copy.deepcopy(call['args'])) and use that copy for validate, run and "
         "the history: the model still holds the dict it proposed and may change it after your check."
     ),
+    "args_copied_at_boundary/shallow_copy": (
+        "dict(args) or args.copy() is a shallow copy: the lists and dicts inside are still the model's, and it "
+        "changed them while your tool ran. Copy the args with copy.deepcopy(call['args']) when you check them."
+    ),
+    "args_copied_at_boundary/validated_value_ignored": (
+        "validate may parse the args and return something else: what it returns is what run gets (run gets the "
+        "args only when validate returns None). value = tool.validate(mine); run(mine if value is None else value)."
+    ),
     "args_copied_at_boundary/history_not_copied": (
         "The history must record the args as they were checked: store your copy, not the dict the model "
         "proposed (the model can still change that one)."
@@ -609,8 +670,28 @@ HINTS: dict[str, str] = {
         "If compact_json refuses a tool's result (a set, bytes, an object...), raise "
         "ToolError(f'tool {name} returned a result that is not JSON: {error}')."
     ),
+    "tool_failures_reported/tool_not_named": (
+        "The error must say which tool failed: put its name in the message, "
+        "ToolError(f'tool {name} raised {type(error).__name__}: {error}')."
+    ),
     "tool_failures_reported/bare:*": (
         "A tool's failure must end in a clear error naming the tool (ToolError), not a bare TypeError or KeyError."
+    ),
+    "repeats_forbidden/*:repeats_gap": (
+        "Remember every (name, args) pair of the run in a set, not just the previous call: A, then B, then A "
+        "again is a repeat too."
+    ),
+    "repeats_forbidden/*:repeats_batch": (
+        "A batch can repeat itself: check each call against the pairs of the run AND of the calls before it in "
+        "the same batch, and refuse the whole batch before any of it runs."
+    ),
+    "repeats_forbidden/repeats_false_positive": (
+        "A repeat is the same tool with the same args, compared exactly (compact_json(args)): other args, or the "
+        "same args for another tool, are not repeats. Key the set by (name, compact_json(args))."
+    ),
+    "repeats_forbidden/repeats_default": (
+        "Repeats are refused only when forbid_repeats=True; by default (forbid_repeats=False) the same call may "
+        "run again."
     ),
     "repeats_forbidden/*": (
         "With forbid_repeats=True, remember (name, compact_json(args)) of every call of the run and refuse the "
@@ -628,6 +709,15 @@ HINTS: dict[str, str] = {
     "tool_and_turn_budgets/*:max_turns": (
         _BUDGETS_FIRST + "With max_turns=1 the model is called once; asking it a second time must raise "
         "TurnBudgetError('turn budget ...')."
+    ),
+    "tool_and_turn_budgets/*:calls_per_turn": (
+        "max_calls counts the tool runs of the whole run, not of one turn: keep calls_made across turns (never "
+        "reset it) and refuse a batch when calls_made + len(calls) > max_calls."
+    ),
+    "tool_and_turn_budgets/ran:calls_per_turn": (
+        "Check the budget for the whole batch before running any of it (calls made + len(calls) > max_calls): "
+        "with max_calls=3 and 2 calls made, a batch of 2 is refused whole; counting one call at a time runs half "
+        "of it first."
     ),
     "budget_before_running/*": (
         "Check the budget for the whole batch before running any of it (calls made + len(calls) > max_calls): "
@@ -649,6 +739,12 @@ HINTS: dict[str, str] = {
         "A final text of exactly max_chars characters fits: refuse it only when len(text) > max_chars."
     ),
     # deadline
+    "deadline_ignoring_signal/hung": "agent_loop never finished. " + _RACE,
+    "deadline_ignoring_signal/*:whole_run": (
+        "The deadline is for the whole run, set once when it starts (deadline = start + timeout_ms / 1000), "
+        "not a new timeout for each step: race the whole run's task against it. " + _RACE
+    ),
+    "deadline_ignoring_signal/ran_after_deadline": _NOTHING_AFTER,
     "deadline_ignoring_signal/*": _RACE,
     "deadline_blocking_model/*:blocking_model": (
         "A plain `def` model that blocks (time.sleep, a slow HTTP call) must not hold up the deadline: call "
@@ -659,7 +755,27 @@ HINTS: dict[str, str] = {
         "Your loop raised the deadline error only after the blocking model returned: a plain function called "
         "directly blocks the event loop's thread, so nothing else can run. Call it with `await call(fn, ...)`."
     ),
+    "deadline_blocking_model/hung": "agent_loop never finished. " + _RACE,
     "deadline_blocking_model/*": _RACE,
+    "deadline_covers_tools/*:blocking_tool": (
+        "A plain `def` tool that blocks its thread must not hold up the deadline: run tools with "
+        "`await call(run, ...)`, which runs plain functions on a worker thread, and race the run against the clock."
+    ),
+    "deadline_covers_tools/blocking_tool": (
+        "Your loop raised the deadline error only after the blocking tool returned: a plain function called "
+        "directly blocks the event loop's thread. Call it with `await call(run, ...)`."
+    ),
+    "deadline_covers_tools/*:per_step": (
+        "A timeout per step (asyncio.wait_for or asyncio.timeout around each model call or tool run) lets a run of "
+        "many short steps go on forever: the deadline is for the whole run, set once, and the whole run's task "
+        "races it."
+    ),
+    "deadline_covers_tools/per_step": (
+        "The run went on well past timeout_ms because each step got its own time: set the deadline once when the "
+        "run starts and race the whole run against it."
+    ),
+    "deadline_covers_tools/ran_after_deadline": _NOTHING_AFTER,
+    "deadline_covers_tools/hung": "agent_loop never finished. " + _RACE,
     "deadline_covers_tools/*": (
         "The deadline covers the tools too: race the whole run (model calls and tool runs) against the clock, "
         "not only each model call. " + _RACE
@@ -668,7 +784,49 @@ HINTS: dict[str, str] = {
         "When the deadline fires, call abort(reason) on the controller whose signal you gave the model and the "
         "tools, so that they can stop their own work too (AbortController() per run; pass controller.signal)."
     ),
+    "signal_aborted_on_deadline/signal_not_bool": (
+        "Give the model and the tools a real signal, such as AbortController().signal, whose .aborted is False "
+        "until the run is stopped and True after; not None, not a function, not the controller itself."
+    ),
+    "signal_aborted_on_deadline/tool_signal": (
+        "Give the tools the same signal as the model (the run's own controller.signal) and abort it when the "
+        "deadline fires, so that a tool still running can stop its own work."
+    ),
+    "signal_aborted_on_deadline/outside_signal_passed": (
+        "Do not hand the caller's signal to the model and the tools: make the run's own AbortController, pass its "
+        "signal, and abort it on the deadline (and when the caller's signal fires). The caller's signal is theirs; "
+        "the loop only reads it."
+    ),
+    "signal_aborted_on_deadline/hung": "agent_loop never finished. " + _RACE,
     "signal_aborted_on_deadline/*": _RACE,
+    "abort_midway/abort_identity": _IDENTITY,
+    "abort_midway/*:abort_tool": (
+        "The outside signal can fire while a tool runs, and the tool may ignore it: race the whole run (model "
+        "calls and tool runs) against signal.wait(), then abort your own signal, cancel the task and raise "
+        "signal.reason."
+    ),
+    "abort_midway/abort_tool": (
+        "The run stopped only when the tool finished: race the whole run, tools included, against the outside "
+        "signal, not only the model calls."
+    ),
+    "abort_midway/*:abort_model": (
+        "A plain `def` model that blocks its thread must not hold up an abort: call it with `await call(model, "
+        "...)` (a worker thread) and race the run against signal.wait()."
+    ),
+    "abort_midway/abort_model": (
+        "The run stopped only when the blocking model returned: call plain models with `await call(model, ...)`, "
+        "which runs them on a worker thread, so that the race can see the abort."
+    ),
+    "abort_midway/abort_not_passed_on": (
+        "When the caller aborts, abort the run's own controller too (controller.abort(signal.reason)), so that "
+        "the model and tools you gave its signal can stop their work."
+    ),
+    "abort_midway/ran_after_abort": _NOTHING_AFTER,
+    "abort_midway/hung": (
+        "agent_loop never finished after the caller aborted: the outside signal can fire at any moment, not only "
+        "between steps. Race the steps' task against signal.wait() as well as the deadline; when the signal wins, "
+        "abort your own signal, cancel the task and raise signal.reason."
+    ),
     "abort_midway/*": (
         "The outside signal can fire at any moment, not only between steps: race the steps against "
         "signal.wait() as well as the deadline, and when it fires abort your own signal, cancel the task and "
@@ -683,6 +841,15 @@ HINTS: dict[str, str] = {
         "Before returning the final answer, check len(text) > max_chars and raise "
         "OutputBudgetError('output budget ...'): the answer counts against the budget too."
     ),
+    "context_output_cancellation/abort_identity": _IDENTITY,
+    "context_output_cancellation/context_model_called": (
+        "The context check comes before the model call, not after: if the history is already over max_chars, "
+        "raise ContextBudgetError without calling the model."
+    ),
+    "context_output_cancellation/pre_aborted_model_called": (
+        "Check the outside signal before anything else, before the first model call: an aborted signal means the "
+        "model is never called."
+    ),
     "context_output_cancellation/*:pre_aborted": (
         "Check the outside signal before anything else: if signal is not None and signal.aborted, raise "
         "signal.reason, the very error the caller gave to abort()."
@@ -690,6 +857,22 @@ HINTS: dict[str, str] = {
     "context_counts_calls/*:count": (
         "Count the calls messages too: each {'role': 'assistant', 'calls': [...]} adds "
         "len(compact_json(calls)) characters to the context, as it does to a real model's."
+    ),
+    "context_counts_calls/undercount:calls": (
+        "The calls messages are not counted: each {'role': 'assistant', 'calls': [...]} adds "
+        "len(compact_json(calls)) characters, as it does to a real model's context. Count them with the rest."
+    ),
+    "context_counts_calls/undercount:results": (
+        "The tool results are not counted: each {'role': 'tool', ...} message adds len(its content), the JSON "
+        "text of the result. Count every message of the history, tool results included."
+    ),
+    "context_counts_calls/undercount:turns": (
+        "Only part of the history is counted (the last message, or the last turn): the size is the sum over every "
+        "message since the user's input, recounted before each model call."
+    ),
+    "context_counts_calls/undercount:*": (
+        "Several kinds of message are not counted: the size is the input, plus each calls message as "
+        "len(compact_json(calls)), plus each tool result's content, in every turn."
     ),
     "context_counts_calls/overcount": (
         "You count more than the context holds: count each message's content, and each calls message as "
@@ -714,6 +897,48 @@ HINTS: dict[str, str] = {
     "*/ran:*": "Nothing of a refused batch may run: do every check of the batch before running any of it.",
 }
 
+# The "recovery" step (notebook 11): a loop that gives refused batches back to the model, within max_refusals.
+_NOTHING_OF_A_REFUSED_BATCH = (
+    "Check the whole batch before anything runs, and return the refusal instead of running: whether the batch goes "
+    "back to the model or ends the run, none of its calls runs, not even the good ones before the refused one."
+)
+HINTS |= {
+    "zero_refusals_is_todays_contract/*": (
+        "max_refusals=0 (the default) is the exercise's contract: the first refusal raises its error and the "
+        "model is not asked again. Return a refusal to the model only while refusals < max_refusals."
+    ),
+    "refusal_answers_every_call/*": (
+        "A returned refusal is the batch as proposed in the history, then one tool message per call id: the "
+        "refused call's content carries str(error), the exact words the error would have raised, and each other "
+        "call's says it was not run because another call of the batch was refused. Count it in usage.refusals."
+    ),
+    "refusal_answers_every_call/*:duplicate_id": (
+        "A duplicate id cannot carry its own answer: the id is already answered. Record the refused call under an "
+        "id of your own (never one the run has used) so that each call still gets exactly one tool message."
+    ),
+    "refusal_answers_every_call/zero_first": (
+        "This row first runs the batch with max_refusals=0 to learn the error's words, and that run did not raise: "
+        "with max_refusals=0 the first refusal must end the run, as in the exercise."
+    ),
+    "returned_batch_never_runs/*": _NOTHING_OF_A_REFUSED_BATCH,
+    "zero_refusals_is_todays_contract/ran:*": _NOTHING_OF_A_REFUSED_BATCH,
+    "refusal_budget_ends_the_run/ran:*": _NOTHING_OF_A_REFUSED_BATCH,
+    "refusals_tie_to_usable_ids/*": (
+        "Every call in the history needs a non-empty string id of its own and exactly one tool message tied to it "
+        "(providers reject a transcript with an unanswered call). A missing, non-string or duplicate id gets an id "
+        "the loop makes, never one the run has used; mark every id of a returned batch as used."
+    ),
+    "refusal_budget_ends_the_run/*": (
+        "Count each returned batch; when refusals == max_refusals, the next refusal is raised as it would be "
+        "without recovery (UnknownToolError, ToolArgsError, ...), not returned, and not a budget error of its own."
+    ),
+    "limits_are_not_refusals/*": (
+        "Only a mistake the model can fix in its next proposal is returned (unknown tool, invalid args, a "
+        "malformed call, a duplicate id, a repeat). max_calls, max_turns, max_chars, the deadline and an abort "
+        "still end the run at once, whatever max_refusals allows."
+    ),
+}
+
 
 def hint_for(
     key: str,
@@ -733,6 +958,12 @@ def hint_for(
         for kind, diagnosis in _DIAGNOSES.items():
             if isinstance(cause, kind):
                 return diagnosis
+    # causes that cut across every row come before a row's own advice: tasks left running, a hang
+    if clue == "leaked_tasks":
+        return "*/leaked_tasks", HINTS["*/leaked_tasks"]
+    if clue == "hung":
+        entry = f"{key}/hung" if f"{key}/hung" in HINTS else "*/hung"
+        return entry, HINTS[entry]
     if returned and not clue.startswith(("no_error", "wrong_error", "ran")):
         return _NOT_A_RESULT
     if clue in ("wrong_tool_message", "history", "call_order", "overcount") and _spaced_json(happened):
@@ -740,7 +971,7 @@ def hint_for(
     if any("never awaited" in message for message in warned):
         return _NEVER_AWAITED
     kind, _, detail = clue.partition(":")
-    candidates = [f"{key}/{clue}"]
+    candidates = [f"{key}/{clue}"] if detail else [f"{key}/{clue}", f"{key}/*:{clue}"]
     if detail:
         candidates += [f"{key}/{kind}:*", f"{key}/*:{detail}"]
     candidates += [f"{key}/*", f"*/{clue}"]
@@ -763,6 +994,12 @@ def _spaced_json(text: str) -> bool:
 def render_text(report: Report, width: int = 100) -> str:
     """The report for a terminal: a line per behaviour; under each failure, expected, happened and the hint."""
     lines = [report.headline()]
+    whole = ("missing", "delegated", "tampered", "stopped")  # verdicts on the whole submission: say them once
+    if report.rows and all(row.clue in whole for row in report.rows) and len({r.happened for r in report.rows}) == 1:
+        row = report.rows[0]
+        for label, text in (("problem", row.happened), ("hint", row.hint)):
+            lines += textwrap.wrap(text, width, initial_indent=f"  {label:<8} ", subsequent_indent=" " * 11)
+        return "\n".join(lines)
     key_width = max((len(row.key) for row in report.rows), default=0)
     for row in report.rows:
         lines.append(f"  {'✓' if row.passed else '✗'} {row.key.ljust(key_width)}  {row.title}")
@@ -841,3 +1078,111 @@ __all__ = [
     "render_text",
     "unloadable",
 ]
+
+# -- hints of the "writes" step (workbook 6): a self-contained block, like the step's behaviours ---------------------
+HINTS.update(
+    {
+        "writes_need_approval/*:no_policy": (
+            "Before anything of a batch runs, look for writes (tools with writes=True): if there is one and "
+            "approve is None, raise ApprovalError('approval required: ...'). Check it with the rest of the batch, "
+            "so that a read proposed before the write does not run either."
+        ),
+        "writes_need_approval/no_policy": (
+            "A batch refused for want of approval ends the run: raise, do not hand the refusal back to the model."
+        ),
+        "writes_need_approval/*:reads_need_none": (
+            "Only writes need a policy: a run whose tools only read works with approve=None, as in workbooks 1-5."
+        ),
+        "approval_before_each_write/no_key": (
+            "Pass an approved write's run its call as the third argument: call(checked.tool.run, checked.value, "
+            "signal, ToolCall(checked.id, checked.name, copy of checked.args)). The call id is the write's "
+            "idempotency key: with it, the tool can tell a retried call from a new one."
+        ),
+        "approval_before_each_write/approve_ids": (
+            "Ask the policy once per write, with that write's own call: approve(ToolCall(checked.id, checked.name, "
+            "copy of checked.args), signal). Never ask about a read, and never skip a write."
+        ),
+        "approval_before_each_write/approve_order": (
+            "Ask for approval inside the loop over the batch, just before each write runs, not for all the writes "
+            "up front: an answer is about the world as it is when the write runs, after the writes before it."
+        ),
+        "approval_before_each_write/write_order": (
+            "Run the calls of a batch one at a time, in the order the model gave them, each to its end before the "
+            "next (await it; no gather, no tasks left running)."
+        ),
+        "approval_before_each_write/approve_call": (
+            "The policy decides from what the model proposed: give it ToolCall(id, name, args) with the call's "
+            "id, its tool name and a copy of the args as proposed (not what validate returned)."
+        ),
+        "approval_before_each_write/policy_tampered": (
+            "The write runs with what validate returned (checked.value); the policy gets a deep copy of the args, "
+            "so whatever it does to its copy cannot change the write."
+        ),
+        "approval_before_each_write/*:raised": (
+            "Accept every answer a policy may give: True, or Approval(True); a plain function policy too (call it "
+            "with `call`). Then pass the write's run its ToolCall as the third argument: call(run, value, signal, "
+            "tool_call). Its id is the write's idempotency key."
+        ),
+        "denial_is_the_result/denied_ran": (
+            "A denied write must not run: on False or Approval(False, reason), skip run and go on with the batch."
+        ),
+        "denial_is_the_result/*:denial_raised": (
+            "A denial is not an error: it is that call's result. Append {'role': 'tool', 'call_id': checked.id, "
+            "'content': compact_json({'denied': True, 'reason': ...})} and go on with the batch and the run."
+        ),
+        "denial_is_the_result/denial_message": (
+            "Every call of a batch gets a tool message with its own call_id, a denied write included: the model "
+            "must learn what became of each call it proposed."
+        ),
+        "denial_is_the_result/denial_content": (
+            "The content of a denied write's message is compact_json({'denied': True, 'reason': reason}), with the "
+            "policy's reason, or a reason of your own (never empty) when the policy said a plain False."
+        ),
+        "denial_is_the_result/*:odd_answer": (
+            "Only True, False and an Approval are answers. Anything else ('yes', None) means the policy is broken: "
+            "raise ApprovalError('approval failed: ...') and write nothing. Never decide by truthiness."
+        ),
+        "write_budget_checked_first/*:over": (
+            "max_writes is checked with the rest of the batch, before anything runs and before any policy is asked: "
+            "if writes done so far + writes in this batch > max_writes, raise WriteBudgetError('write budget "
+            "exhausted: ...'). Count over the whole run, not per batch."
+        ),
+        "write_budget_checked_first/*:denied_counted": (
+            "Count a write when it is approved, not when it is proposed: a denied write wrote nothing, so it does "
+            "not use the write budget."
+        ),
+        "write_budget_checked_first/*:denial_raised": (
+            "The run ended at the denied write. A denial is not an error: it is that call's result, and the run "
+            "goes on (see the row about denials)."
+        ),
+        "write_budget_checked_first/*:reads_counted": "Only writes count against max_writes; reads count in max_calls.",
+        "write_budget_checked_first/*:exact": (
+            "Exactly max_writes writes fit: refuse only when writes done + writes asked > max_writes (not >=)."
+        ),
+        "stopped_write_settles/no_grace": (
+            "When the deadline or an abort stops a run while a write is in flight, abort the signal and then wait "
+            "for the write (up to WRITE_GRACE_MS) before raising: it needs a moment to commit or roll back, and the "
+            "run must not end while it is half done. Keep track of the write in flight in a set the race can see."
+        ),
+        "stopped_write_settles/slow_grace": (
+            "Wait for the write in flight with a bound (asyncio.wait({task}, timeout=WRITE_GRACE_MS / 1000)), and "
+            "stop waiting as soon as it has settled."
+        ),
+        "stopped_write_settles/abort_reason": (
+            "An abort from outside ends the run with the abort's own reason, the very exception given to abort(), "
+            "also when a write had to settle first."
+        ),
+        "stopped_write_settles/*:deadline": (
+            "The deadline holds with writes too: the race raises DeadlineError when it fires, whether the run is "
+            "waiting for the model, a tool, a write or the approval policy."
+        ),
+        "stopped_write_settles/*:approval_deadline": (
+            "Waiting for the policy counts against the deadline: the race stops the run even while a person (or a "
+            "slow policy) is still deciding."
+        ),
+        "stopped_write_settles/late_write": (
+            "Nothing starts once the run is stopped: after the policy answers, check the signal before running the "
+            "write, and stop the steps when the race gives up on them."
+        ),
+    }
+)
