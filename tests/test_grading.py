@@ -143,3 +143,10 @@ def test_cli_grade_writes_the_csv_and_says_where(tmp_path, capsys) -> None:
     out = capsys.readouterr().out
     assert "ada: 2/2" in out and str(tmp_path / "out" / "grades.csv") in out
     assert main(["grade", str(tmp_path / "nothing")]) == 2
+
+
+def test_cli_checks_workbook_6_on_its_writes_step(capsys) -> None:
+    workbook = Path(__file__).resolve().parent.parent / "notebooks" / "exercises" / "06_writes.ipynb"
+    assert main(["check", str(workbook), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["step"], data["passed"], data["total"]) == ("writes", len(select("writes")), len(select("writes")))
