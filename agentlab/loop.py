@@ -86,8 +86,9 @@ CANCEL_GRACE_MS = 10
 WRITE_GRACE_MS = 1000
 
 # A batch of more calls than this, and more than max_calls has left, is refused before it is copied, and its
-# error keeps only this many of its calls: refusing a million costs what refusing a thousand does.
+# error keeps only its first MAX_REFUSED_SHOWN calls: refusing a million costs what refusing a few does.
 MAX_REFUSED_COPIED = 1000
+MAX_REFUSED_SHOWN = 10
 
 # The refusals a model can correct: with max_refusals > 0 they go back to it as the calls' results.
 # A malformed decision, the budgets, the deadline, an abort and a failing tool still end the run.
@@ -450,7 +451,7 @@ class _Run:
                 f"max_calls={self.max_calls} remain; nothing of this batch ran. Raise max_calls, "
                 f"or make the model ask for fewer calls",
                 value=self.max_calls,
-                rejected=decision if decision is self.proposal else _first_calls(decision, MAX_REFUSED_COPIED),
+                rejected=decision if decision is self.proposal else _first_calls(decision, MAX_REFUSED_SHOWN),
             )
 
     def check_batch(self, calls: Sequence[Any], decision: Any) -> list[_Checked]:
@@ -714,7 +715,7 @@ class _Run:
         task.add_done_callback(lambda _: wake("done"))
         timer = self.loop.call_at(self.deadline, wake, "deadline")
         forget_signal = (
-            self.outside.add_callback(lambda _: _call_soon_threadsafe(self.loop, wake, "abort"))
+            self.outside.add_callback(lambda _: _call_soon_threadsafe(self.loop, wake, "abort"), first=True)
             if self.outside is not None
             else lambda: None
         )
