@@ -337,9 +337,10 @@ def _row(step: Step, first_of_turn: bool, message: bool = True) -> str:
         cell += ";font-weight:bold"
     if first_of_turn:
         cell += f";border-top:1px solid {look.LINE}"
-    turn_cell = f"{cell};white-space:nowrap;width:6.5em;{look.MUTED}" if step.kind not in ("error",) else cell
+    turn = cells[0] if step.kind == "error" else f"<span{_ID}>{cells[0]}</span>" if cells[0] else ""
     return (
-        f"<tr class='{classes}'{look.attr(look.ROW)}><td class='turn'{look.attr(turn_cell)}>{cells[0]}</td>"
+        f"<tr class='{classes}'{look.attr(look.ROW)}>"
+        f"<td class='turn'{look.attr(f'{cell};white-space:nowrap;width:6.5em')}>{turn}</td>"
         f"<td{look.attr(cell)}>{cells[1]}</td></tr>"
     )
 
