@@ -511,9 +511,10 @@ class _Run:
         """
         if self.usage.refusals >= self.max_refusals:
             if self.max_refusals:
+                spent = "1 refused batch was" if self.max_refusals == 1 else f"{self.max_refusals} refused batches were"
                 refusal.args = (
-                    f"{refusal.message}. The refusal budget was spent: "
-                    f"max_refusals={self.max_refusals} refused batches were already returned to the model",
+                    f"{refusal.message}. The refusal budget is spent: {spent} already returned to the model "
+                    f"(max_refusals={self.max_refusals})",
                 )
             raise refusal
         self.usage.refusals += 1

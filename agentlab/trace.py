@@ -266,7 +266,7 @@ def render_text(run: Any) -> str:
 # How the trace labels the loop's answers to a refused batch, apart from results.
 RETURNED = {
     "refused": "✗ refused, returned to the model",
-    "not_run": "– not run: another call of the batch was refused",
+    "not_run": "– not run",
 }
 
 

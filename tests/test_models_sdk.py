@@ -12,6 +12,7 @@ import pytest
 from agentlab import (
     AbortController,
     AbortError,
+    ConfigError,
     DeadlineError,
     DuplicateCallIdError,
     ModelError,
@@ -23,6 +24,7 @@ from agentlab import (
 from agentlab.examples import lookup_tools
 from agentlab.models import anthropic_messages, openai_chat, openai_responses
 from agentlab.models.loopback import LoopbackServer, Reply, anthropic_reply, chat_reply, responses_reply
+from agentlab.models.settings import model_from_env, settings_from_env
 
 openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")
@@ -186,3 +188,42 @@ def test_neither_agentlab_nor_its_models_package_imports_an_sdk():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# -- the learner's settings (notebook 10) ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("env", "setting"),
+    [
+        ({"AGENTLAB_PROVIDER": "openai"}, "AGENTLAB_PROVIDER"),
+        ({"AGENTLAB_PROVIDER": "anthropic"}, "AGENTLAB_MODEL"),
+        ({"AGENTLAB_PROVIDER": "anthropic", "AGENTLAB_MODEL": "claude-x"}, "AGENTLAB_API_KEY"),
+        ({"AGENTLAB_PROVIDER": "openai-chat", "AGENTLAB_MODEL": "m", "AGENTLAB_API_KEY": " "}, "AGENTLAB_API_KEY"),
+    ],
+)
+def test_a_missing_or_wrong_setting_is_named(env, setting):
+    with pytest.raises(ConfigError, match=f"^{setting}"):
+        settings_from_env(env)
+
+
+def test_no_provider_means_the_scripted_exchange_and_the_key_is_never_shown():
+    assert settings_from_env({}) is None and settings_from_env({"AGENTLAB_PROVIDER": "scripted"}) is None
+    settings = settings_from_env({"AGENTLAB_PROVIDER": "anthropic", "AGENTLAB_MODEL": "m", "AGENTLAB_API_KEY": "sk-1"})
+    assert "sk-1" not in repr(settings)
+
+
+@pytest.mark.parametrize("provider", ["openai-chat", "openai-responses", "anthropic"])
+@pytest.mark.parametrize(("status", "setting"), [(404, "AGENTLAB_MODEL"), (401, "AGENTLAB_API_KEY")])
+async def test_a_live_run_names_the_setting_behind_a_retired_model_or_a_refused_key(provider, status, setting):
+    with LoopbackServer(Reply({"error": {"message": "model not found"}}, status=status)) as server:
+        env = {
+            "AGENTLAB_PROVIDER": provider,
+            "AGENTLAB_MODEL": "retired-model-1",
+            "AGENTLAB_API_KEY": "k",
+            "AGENTLAB_BASE_URL": server.url if provider == "anthropic" else server.openai_url,
+        }
+        async with model_from_env(lookup_tools(), script=[], env=env) as model:
+            with pytest.raises(ModelError, match=f"change {setting}"):
+                await agent_loop("Is book A in?", model, lookup_tools())
+    assert server.requests[0]["body"]["model"] == "retired-model-1"
