@@ -544,10 +544,14 @@ class _Run:
             self.append({"role": "tool", "call_id": call["id"], "content": compact_json(content)})
 
     def loop_made_id(self, number: int) -> str:
-        """An id for a refused call whose own id cannot carry its result; never one the run has used."""
-        made = f"refused-{self.usage.turns}-{number}"
+        """An id for a refused call whose own id cannot carry its result; never one the run has used.
+
+        Letters, digits and dashes only, the ids every provider accepts.
+        """
+        made, again = f"refused-{self.usage.turns}-{number}", 0
         while made in self.seen_ids:
-            made += "'"
+            again += 1
+            made = f"refused-{self.usage.turns}-{number}-{again}"
         return made
 
     def check_writes(self, batch: list[_Checked], decision: Any) -> None:
