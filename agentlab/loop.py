@@ -86,8 +86,9 @@ CANCEL_GRACE_MS = 10
 WRITE_GRACE_MS = 1000
 
 # A batch of more calls than this, and more than max_calls has left, is refused before it is copied, and its
-# error keeps only this many of its calls: refusing a million costs what refusing a thousand does.
+# error keeps only its first MAX_REFUSED_SHOWN calls: refusing a million costs what refusing a few does.
 MAX_REFUSED_COPIED = 1000
+MAX_REFUSED_SHOWN = 10
 
 # The refusals a model can correct: with max_refusals > 0 they go back to it as the calls' results.
 # A malformed decision, the budgets, the deadline, an abort and a failing tool still end the run.
@@ -450,7 +451,7 @@ class _Run:
                 f"max_calls={self.max_calls} remain; nothing of this batch ran. Raise max_calls, "
                 f"or make the model ask for fewer calls",
                 value=self.max_calls,
-                rejected=decision if decision is self.proposal else _first_calls(decision, MAX_REFUSED_COPIED),
+                rejected=decision if decision is self.proposal else _first_calls(decision, MAX_REFUSED_SHOWN),
             )
 
     def check_batch(self, calls: Sequence[Any], decision: Any) -> list[_Checked]:
@@ -543,10 +544,14 @@ class _Run:
             self.append({"role": "tool", "call_id": call["id"], "content": compact_json(content)})
 
     def loop_made_id(self, number: int) -> str:
-        """An id for a refused call whose own id cannot carry its result; never one the run has used."""
-        made = f"refused-{self.usage.turns}-{number}"
+        """An id for a refused call whose own id cannot carry its result; never one the run has used.
+
+        Letters, digits and dashes only, the ids every provider accepts.
+        """
+        made, again = f"refused-{self.usage.turns}-{number}", 0
         while made in self.seen_ids:
-            made += "'"
+            again += 1
+            made = f"refused-{self.usage.turns}-{number}-{again}"
         return made
 
     def check_writes(self, batch: list[_Checked], decision: Any) -> None:
@@ -710,7 +715,7 @@ class _Run:
         task.add_done_callback(lambda _: wake("done"))
         timer = self.loop.call_at(self.deadline, wake, "deadline")
         forget_signal = (
-            self.outside.add_callback(lambda _: _call_soon_threadsafe(self.loop, wake, "abort"))
+            self.outside.add_callback(lambda _: _call_soon_threadsafe(self.loop, wake, "abort"), first=True)
             if self.outside is not None
             else lambda: None
         )
