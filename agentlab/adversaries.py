@@ -1013,7 +1013,7 @@ class World:
             try:
                 world.begin(plan, call, signal)
                 await _wait_async(step.timing, signal)
-                return world.commit(plan, call, signal, world.result_of(step, record, value, call))
+                return world.commit(plan, call, signal, world.result_of(step, record, value, call), record)
             finally:
                 world.leave()
 
@@ -1022,7 +1022,7 @@ class World:
             try:
                 world.begin(plan, call, signal)
                 _wait_sync(step.timing, signal)
-                return world.commit(plan, call, signal, world.result_of(step, record, value, call))
+                return world.commit(plan, call, signal, world.result_of(step, record, value, call), record)
             finally:
                 world.leave()
 
@@ -1042,11 +1042,13 @@ class World:
             if self.asked.get(key) not in ALLOWING:
                 self.problems.append(f"write {key!r} ran, and the policy's answer was {self.asked.get(key)!r}")
 
-    def commit(self, plan: ToolPlan, call: Any, signal: AbortSignal | None, result: Any) -> Any:
+    def commit(self, plan: ToolPlan, call: Any, signal: AbortSignal | None, result: Any, record: RunRecord) -> Any:
         """A write's last step: roll back if stopped (and say so), or commit; maybe fail after the commit."""
         if plan.writes is None:
             return result
         key = getattr(call, "id", None)
+        if plan.writes == "fails_after_commit" or (plan.writes == "honours" and signal is not None and signal.aborted):
+            record.content = None  # it raises: it returned nothing
         if plan.writes == "honours" and signal is not None and signal.aborted:
             self.writes[key] = "rolled back"
             raise RolledBack(f"rolled back: write {key!r} was stopped before its commit")
@@ -1623,6 +1625,7 @@ def leaked_threads(grace_s: float = 0.5) -> list[str]:
 __all__ = [
     "MARGIN_MS",
     "AbortPlan",
+    "Approve",
     "Hostile",
     "Mark",
     "ModelTurn",

@@ -367,7 +367,7 @@ async def unknown_tool(agent_loop: AgentLoop) -> None:
 
 
 async def invalid_args_never_run(agent_loop: AgentLoop) -> None:
-    """An invalid schema doesn't call run."""
+    """Args that fail validation never reach run."""
     ran: list[Any] = []
     model = _tools_model([{"id": "1", "name": _names.tool, "args": {"id": 7}}])
     await _rejects(agent_loop("q", model, _lookup(ran)), "args", "invalid_args", ran)

@@ -325,6 +325,8 @@ def run_and_check(page: NotebookPage, url: str) -> None:
     if first_widget.count():
         first_widget.scroll_into_view_if_needed()
     page.screenshot()
+    looks = page.look()
+    assert not looks, "after running:\n" + "\n".join(looks)
     misaligned = page.right_aligned_tables()
     if misaligned:
         RIGHT_ALIGNED[page.name] = misaligned
