@@ -2,7 +2,7 @@
 
     python benchmarks/checker_stability.py [--runs 20] [--hogs 1]
 
-The right loops are tests/fixtures/loops/right/*.py, the workbook answer (notebooks/exercises/05_limits.ipynb) and
+The right loops are tests/fixtures/loops/right/*.py, the workbook answer (teachers/source/workbooks/05_limits.ipynb) and
 agentlab's own loop. Each run checks each of them against every row, as `agentlab.check` does, while `--hogs`
 processes spin on the CPU. A right loop must pass every row every time: prints the flips (must be 0) and the rows
 that flipped.
@@ -33,7 +33,8 @@ def right_loops() -> dict[str, Any]:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         loops[path.stem] = module.agent_loop
-    cells = json.loads((ROOT / "notebooks" / "exercises" / "05_limits.ipynb").read_text(encoding="utf-8"))["cells"]
+    workbook = ROOT / "teachers" / "source" / "workbooks" / "05_limits.ipynb"
+    cells = json.loads(workbook.read_text(encoding="utf-8"))["cells"]
     source = "\n\n".join("".join(c["source"]) for c in cells if "agent-loop" in c["metadata"].get("tags", []))
     namespace: dict[str, Any] = {"__name__": "workbook_answer"}
     exec(compile(source, "05_limits.ipynb", "exec"), namespace)
