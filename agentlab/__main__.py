@@ -68,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     checker.add_argument("target", help="a .py file, a submitted workbook (.ipynb) or a module that defines agent_loop")
     checker.add_argument("--step", choices=STEPS, help="only the behaviours of one workbook step (default: all)")
     checker.add_argument("--json", action="store_true", help="print a JSON result for graders (score, rows, hints)")
-    checker.add_argument("--bound-s", type=float, default=None, help="give up on a behaviour after this long (2.5)")
+    checker.add_argument("--bound-s", type=float, default=None, help="give up on a behaviour after this long (4)")
     checker.add_argument("--seed", type=int, default=None, help="the scenarios' names and ids (default: a new one)")
     checker.set_defaults(handler=_check)
     grader = commands.add_parser(
@@ -78,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     grader.add_argument("--out", default=None, help="where to write grades.csv and the feedback (FOLDER-grades)")
     grader.add_argument("--step", choices=STEPS, help="only the behaviours of one workbook step (default: all)")
     grader.add_argument("--jobs", type=int, default=None, help="submissions graded at once (default: CPU count)")
-    grader.add_argument("--bound-s", type=float, default=None, help="give up on a behaviour after this long (2.5)")
+    grader.add_argument("--bound-s", type=float, default=None, help="give up on a behaviour after this long (4)")
     grader.set_defaults(handler=_grade)
     student = commands.add_parser("student", help="write the student versions of notebooks/exercises/ workbooks")
     student.add_argument("--check", action="store_true", help="only list stale student versions; exit 1 if any")
