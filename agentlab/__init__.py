@@ -9,6 +9,13 @@ Only the standard library is imported here. The optional parts (the
 dependencies when you import them.
 """
 
+import sys
+
+# One clear sentence instead of a SyntaxError deep in the loop on an old Python (pip says it too, with
+# requires-python, but a learner may put the folder on sys.path by hand).
+if sys.version_info < (3, 11):  # noqa: UP036 - the check is for interpreters older than the target
+    raise ImportError(f"agentlab needs Python 3.11 or newer; this is Python {sys.version.split()[0]}.")
+
 from agentlab.abort import AbortController, AbortSignal
 from agentlab.adapters import from_decider
 from agentlab.errors import (
@@ -25,6 +32,7 @@ from agentlab.errors import (
     OutputBudgetError,
     RepeatedCallError,
     StuckCalleeError,
+    TokenBudgetError,
     ToolArgsError,
     ToolBudgetError,
     ToolError,
@@ -58,6 +66,7 @@ __all__ = [
     "OutputBudgetError",
     "RepeatedCallError",
     "StuckCalleeError",
+    "TokenBudgetError",
     "Tool",
     "ToolArgsError",
     "ToolBudgetError",

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from agentlab.adapters import from_decider
-from agentlab.behaviours import STEPS
+from agentlab.behaviours import EXTRA_STEPS, STEPS
 from agentlab.errors import AgentError
 from agentlab.examples import BOUNDARY_CASES, WEATHER_GOAL, WeatherDemo, weather_tools
 from agentlab.fakes import Slow
@@ -66,7 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=_demo)
     checker = commands.add_parser("check", help="check a student's agent_loop against every behaviour, with hints")
     checker.add_argument("target", help="a .py file, a submitted workbook (.ipynb) or a module that defines agent_loop")
-    checker.add_argument("--step", choices=STEPS, help="only the behaviours of one workbook step (default: all)")
+    checker.add_argument(
+        "--step", choices=STEPS + EXTRA_STEPS, help="only the behaviours of one step (default: every workbook step)"
+    )
     checker.add_argument("--json", action="store_true", help="print a JSON result for graders (score, rows, hints)")
     checker.add_argument("--bound-s", type=float, default=None, help="give up on a behaviour after this long (4)")
     checker.add_argument("--seed", type=int, default=None, help="the scenarios' names and ids (default: a new one)")

@@ -64,6 +64,9 @@ class Behaviour:
 
 
 STEPS = ("basics", "checks", "budgets", "deadline", "limits")
+# Steps beyond the workbooks (each appends itself at the end of this file): asked for by name, never part of
+# "every step", so that a loop written for the workbooks is not failed for an option it was never asked for.
+EXTRA_STEPS: tuple[str, ...] = ()
 
 # -- the names, ids and values of the scenarios --------------------------------------
 
@@ -1417,10 +1420,11 @@ def get(key: str) -> Behaviour:
 
 
 def select(step: str | None = None, reference_only: bool = False) -> Sequence[Behaviour]:
-    """The behaviours of one workbook step (all steps if None), optionally only the seven."""
-    if step is not None and step not in STEPS:
-        raise ConfigError(f"no step {step!r}; the steps are: {', '.join(STEPS)}")
-    return [b for b in ALL if (step is None or b.step == step) and (b.reference or not reference_only)]
+    """The behaviours of one step (every workbook step if None), optionally only the seven."""
+    if step is not None and step not in STEPS + EXTRA_STEPS:
+        raise ConfigError(f"no step {step!r}; the steps are: {', '.join(STEPS + EXTRA_STEPS)}")
+    wanted = STEPS if step is None else (step,)
+    return [b for b in ALL if b.step in wanted and (b.reference or not reference_only)]
 
 
 async def verify(key: str, agent_loop: AgentLoop) -> None:
@@ -1435,6 +1439,7 @@ async def verify(key: str, agent_loop: AgentLoop) -> None:
 
 __all__ = [
     "ALL",
+    "EXTRA_STEPS",
     "REFERENCE",
     "RULES",
     "STEPS",
@@ -1448,3 +1453,690 @@ __all__ = [
     "verify",
     "watch_tasks",
 ]
+
+
+# == step "recovery" (notebook 11): refusals returned to the model, within max_refusals ==========================
+#
+# Beyond the exercise's workbooks: a loop that takes `max_refusals` may give a refused batch back to the model
+# instead of ending the run. These rules are asked for by name (`select("recovery")`, `check(impl, "recovery")`),
+# never as part of "every step", so a loop written for the workbooks is not failed for an option it never had.
+# Self-contained: its models and tools are its own.
+
+_GOOD = {"id": "r1", "name": "lookup", "args": {"id": "A"}}
+# Each mistake the model can fix, as the second call of a batch whose first call is good: (call, phrase, clue).
+_SLIPS: tuple[tuple[dict[str, Any], str, str], ...] = (
+    ({"id": "r2", "name": "deleteEverything", "args": {}}, "unknown tool", "unknown_tool"),
+    ({"id": "r2", "name": "lookup", "args": {"id": 7}}, "args", "invalid_args"),
+    ({"id": "r2", "name": "lookup"}, "malformed", "malformed_call"),
+    ({"id": "r1", "name": "lookup", "args": {"id": "B"}}, "duplicate call id", "duplicate_id"),
+)
+
+
+def _recovery_tools(ran: list[Any]) -> dict[str, Tool]:
+    """The lookup tool; every value `run` receives is appended to `ran`."""
+
+    async def run(value: Any) -> Any:
+        ran.append(value)
+        return parse_lookup_args(value)
+
+    return {"lookup": Tool(validate=parse_lookup_args, run=run)}
+
+
+class _Slips:
+    """A model that proposes `first` (a batch), then one good call with a fresh id, then answers "done".
+
+    It keeps a plain copy of every history it was shown, so a behaviour can read what went back to it.
+    """
+
+    def __init__(self, first: list[dict[str, Any]], slips: int = 1) -> None:
+        self.first, self.slips, self.seen = first, slips, []
+
+    async def __call__(self, messages: Any, signal: Any = None) -> dict[str, Any]:
+        self.seen.append([dict(message) for message in messages])
+        turn = len(self.seen)
+        if turn <= self.slips:
+            return {"kind": "tools", "calls": _fresh(self.first, turn)}
+        if turn == self.slips + 1:
+            return {"kind": "tools", "calls": [{"id": "ok", "name": "lookup", "args": {"id": "A"}}]}
+        return {"kind": "final", "text": "done"}
+
+
+def _fresh(batch: list[dict[str, Any]], turn: int) -> list[dict[str, Any]]:
+    """The batch for `turn`: each id made new for the turn (an id repeated within the batch stays repeated)."""
+    if turn == 1:
+        return [dict(call) for call in batch]
+    return [dict(call, id=f"{call['id']}.{turn}") if isinstance(call.get("id"), str) else dict(call) for call in batch]
+
+
+def _answers(history: Sequence[Any]) -> list[tuple[list[Any], list[tuple[Any, str]]]]:
+    """Each calls message of a history with the tool messages that follow it: ([ids], [(call_id, content)])."""
+    out: list[tuple[list[Any], list[tuple[Any, str]]]] = []
+    for message in history:
+        if not isinstance(message, dict):
+            continue
+        if "calls" in message and isinstance(message["calls"], list):
+            out.append(([c.get("id") if isinstance(c, dict) else None for c in message["calls"]], []))
+        elif message.get("role") == "tool" and out:
+            out[-1][1].append((message.get("call_id"), str(message.get("content", ""))))
+    return out
+
+
+def _in_words(message: str, content: str) -> bool:
+    """True if `content` carries `message`, as plain text or inside a JSON string."""
+    import json  # here, not at the top: this block keeps to itself
+
+    return message in content or json.dumps(message, ensure_ascii=False)[1:-1] in content
+
+
+async def _error_without_recovery(agent_loop: AgentLoop, batch: list[dict[str, Any]], phrase: str, clue: str) -> str:
+    """The error the loop raises for `batch` with max_refusals=0: the words a returned refusal must carry."""
+    ran: list[Any] = []
+    try:
+        error = await _rejects(agent_loop("q", _Slips(batch), _recovery_tools(ran), max_refusals=0), phrase, clue, ran)
+    except BehaviourFailed as failed:  # without the error, there are no words to compare: say which rule broke
+        raise BehaviourFailed(f"first, with max_refusals=0, {failed.expected}", failed.happened, "zero_first") from None
+    return str(error)
+
+
+async def zero_refusals_is_todays_contract(agent_loop: AgentLoop) -> None:
+    """With max_refusals=0, every refusal still ends the run with its error, and nothing of the batch runs."""
+    for bad, phrase, clue in _SLIPS:
+        ran: list[Any] = []
+        model = _Slips([_GOOD, bad])
+        await _rejects(agent_loop("q", model, _recovery_tools(ran), max_refusals=0), phrase, clue)
+        if ran:
+            raise BehaviourFailed("that no tool of the refused batch ran", f"run got {ran[0]!r}", f"ran:{clue}")
+        if len(model.seen) != 1:
+            raise BehaviourFailed(
+                f"with max_refusals=0 and {clue.replace('_', ' ')}, the model to be called once",
+                f"it was called {len(model.seen)} times",
+                f"zero_asked_again:{clue}",
+            )
+
+
+async def refusal_answers_every_call(agent_loop: AgentLoop) -> None:
+    """A returned refusal answers every call of the batch once: the refused one in its error's words."""
+    for bad, phrase, clue in _SLIPS:
+        words = await _error_without_recovery(agent_loop, [_GOOD, bad], phrase, clue)
+        model = _Slips([_GOOD, bad])
+        result = await _returns(
+            agent_loop("q", model, _recovery_tools([]), max_refusals=1),
+            f"with max_refusals=1, {clue.replace('_', ' ')} to go back to the model and the run to answer 'done'",
+            f"not_returned:{clue}",
+        )
+        if len(model.seen) < 2:
+            raise BehaviourFailed("the model to be asked again after the refusal", "it was not", f"not_asked:{clue}")
+        batches = _answers(model.seen[1])
+        if not batches:
+            raise BehaviourFailed(
+                "the refused batch in the history the model sees next", "there was no calls message", f"no_batch:{clue}"
+            )
+        ids, answers = batches[-1]
+        if len(ids) != 2 or len(answers) != 2 or len({call_id for call_id, _ in answers}) != 2:
+            raise BehaviourFailed(
+                f"one tool message per call of the refused batch ({clue.replace('_', ' ')}): 2, each to its own id",
+                f"the batch {ids} got {answers}",
+                f"one_per_call:{clue}",
+            )
+        refused = answers[1][1]
+        if not _in_words(words, refused):
+            raise BehaviourFailed(
+                f"the refused call's message to carry the error's own words, {words!r}",
+                f"it was {refused!r}",
+                f"words:{clue}",
+            )
+        if answers[0][1] == '{"id":"A"}' or not re.search(r"not (been )?run|refused", answers[0][1], re.IGNORECASE):
+            raise BehaviourFailed(
+                "the good call's message to say it was not run because another call was refused",
+                f"it was {answers[0][1]!r}",
+                f"batch_mate:{clue}",
+            )
+        if getattr(getattr(result, "usage", None), "refusals", None) != 1:
+            usage = getattr(result, "usage", None)
+            raise BehaviourFailed("result.usage.refusals == 1", f"usage was {usage!r}", "usage_refusals")
+
+
+async def returned_batch_never_runs(agent_loop: AgentLoop) -> None:
+    """Nothing of a returned batch runs, not even its good calls, and a repeat under forbid_repeats is refused too."""
+    for bad, _, clue in _SLIPS:
+        ran: list[Any] = []
+        await _returns(
+            agent_loop("q", _Slips([_GOOD, bad]), _recovery_tools(ran), max_refusals=1),
+            f"with max_refusals=1, {clue.replace('_', ' ')} to go back to the model and the run to answer 'done'",
+            f"not_returned:{clue}",
+        )
+        if ran != [{"id": "A"}]:
+            raise BehaviourFailed(
+                "only the corrected call to run, once: [{'id': 'A'}]", f"run got {ran}", f"ran:{clue}"
+            )
+    ran = []
+    repeat = [{"id": "p1", "name": "lookup", "args": {"id": "B"}}]
+    again = [{"id": "p2", "name": "lookup", "args": {"id": "A"}}, {"id": "p3", "name": "lookup", "args": {"id": "B"}}]
+    model = _tools_in_turns(repeat, again, [{"id": "p4", "name": "lookup", "args": {"id": "C"}}])
+    await _returns(
+        agent_loop("q", model, _recovery_tools(ran), forbid_repeats=True, max_refusals=1),
+        "with forbid_repeats and max_refusals=1, the repeat to go back to the model and the run to answer 'done'",
+        "not_returned:repeat",
+    )
+    if ran != [{"id": "B"}, {"id": "C"}]:
+        raise BehaviourFailed(
+            "B to run, then nothing of the batch with the repeat, then C: [{'id': 'B'}, {'id': 'C'}]",
+            f"run got {ran}",
+            "ran:repeat",
+        )
+
+
+def _tools_in_turns(*batches: list[dict[str, Any]]) -> Callable[..., Awaitable[Any]]:
+    """A model that proposes `batches` in turn, then answers "done"."""
+    turns = iter(batches)
+
+    async def model(messages: Any, signal: Any = None) -> dict[str, Any]:
+        batch = next(turns, None)
+        return {"kind": "final", "text": "done"} if batch is None else {"kind": "tools", "calls": batch}
+
+    return model
+
+
+async def refusals_tie_to_usable_ids(agent_loop: AgentLoop) -> None:
+    """Every call in the history, refused or not, has its own string id and exactly one tool message."""
+    for bad, clue in (
+        ({"name": "lookup", "args": {"id": "B"}}, "missing_id"),
+        ({"id": 7, "name": "lookup", "args": {"id": "B"}}, "number_id"),
+        ({"id": "r1", "name": "lookup", "args": {"id": "B"}}, "duplicate_id"),
+    ):
+        model = _Slips([_GOOD, bad])
+        result = await _returns(
+            agent_loop("q", model, _recovery_tools([]), max_refusals=1),
+            f"with max_refusals=1, a call with a {clue.replace('_', ' ')} to go back to the model",
+            f"not_returned:{clue}",
+        )
+        history = list(getattr(result, "history", None) or [])
+        ids = [call_id for batch_ids, _ in _answers(history) for call_id in batch_ids]
+        answered = [call_id for _, answers in _answers(history) for call_id, _ in answers]
+        if (
+            not all(isinstance(i, str) and i for i in ids)
+            or len(set(ids)) != len(ids)
+            or sorted(answered) != sorted(ids)
+        ):
+            raise BehaviourFailed(
+                "every call id in the history a distinct non-empty string, answered by exactly one tool message",
+                f"the calls had the ids {ids} and the tool messages answered {answered}",
+                f"ids:{clue}",
+            )
+
+
+async def refusal_budget_ends_the_run(agent_loop: AgentLoop) -> None:
+    """The refusal after max_refusals ends the run with that refusal's own error."""
+    for bad, phrase, clue in _SLIPS:
+        for budget in (1, 2):
+            model = _Slips([_GOOD, bad], slips=budget + 1)
+            ran: list[Any] = []
+            error = await _rejects(agent_loop("q", model, _recovery_tools(ran), max_refusals=budget), phrase, clue)
+            if len(model.seen) != budget + 1 or ran:
+                kind = "budget_count" if len(model.seen) != budget + 1 else "ran"
+                raise BehaviourFailed(
+                    f"with max_refusals={budget}, {budget} refusals returned, the next one raised: "
+                    f"{budget + 1} model calls, no tool run",
+                    f"{len(model.seen)} model calls, {len(ran)} tool runs",
+                    f"{kind}:{clue}",
+                )
+            refusals = getattr(getattr(error, "usage", None), "refusals", budget)
+            if refusals != budget:
+                raise BehaviourFailed(f"error.usage.refusals == {budget}", f"it was {refusals!r}", "usage_refusals")
+
+
+async def limits_are_not_refusals(agent_loop: AgentLoop) -> None:
+    """With refusals allowed, the tool, turn and context budgets still end the run."""
+    ran: list[Any] = []
+    too_many = [{"id": f"t{n}", "name": "lookup", "args": {"id": "A"}} for n in (1, 2, 3)]
+    model = _Slips(too_many)
+    await _rejects(
+        agent_loop("q", model, _recovery_tools(ran), max_calls=2, max_refusals=5), "tool budget", "max_calls", ran
+    )
+    if ran or len(model.seen) != 1:
+        raise BehaviourFailed(
+            "a batch over max_calls to end the run at once, nothing run",
+            f"{len(model.seen)} model calls, {len(ran)} tool runs",
+            "returned:max_calls",
+        )
+    slipping = _Slips([{"id": "u1", "name": "nope", "args": {}}], slips=10)
+    await _rejects(agent_loop("q", slipping, {}, max_turns=2, max_refusals=5), "turn budget", "max_turns")
+    slipping = _Slips([{"id": "u1", "name": "nope", "args": {}}], slips=10)
+    await _rejects(agent_loop("q", slipping, {}, max_chars=60, max_refusals=5), "context budget", "max_chars")
+
+
+RECOVERY: tuple[Behaviour, ...] = (
+    _behaviour(zero_refusals_is_todays_contract, "recovery"),
+    _behaviour(refusal_answers_every_call, "recovery"),
+    _behaviour(returned_batch_never_runs, "recovery"),
+    _behaviour(refusals_tie_to_usable_ids, "recovery"),
+    _behaviour(refusal_budget_ends_the_run, "recovery"),
+    _behaviour(limits_are_not_refusals, "recovery"),
+)
+EXTRA_STEPS += ("recovery",)
+RULES += RECOVERY
+ALL += RECOVERY
+__all__ += ["RECOVERY"]
+# == end of step "recovery" ========================================================================================
+
+
+# =====================================================================================================================
+# The "writes" step (workbook 6): approval, the write budget, the idempotency key, and a stopped write that settles.
+# A self-contained block with helpers of its own (prefixed _w): it only extends EXTRA_STEPS, RULES, ALL and __all__.
+# =====================================================================================================================
+
+import json  # noqa: E402 (this block's imports are kept with it)
+
+from agentlab.tools import Approval  # noqa: E402
+
+
+class _RolledBack(Exception):
+    """What a write tool raises when it was stopped and undid its work: `rolled_back` says so to the loop."""
+
+    rolled_back = True
+
+
+def _w_describe(value: Any) -> str:
+    return (
+        _describe(value) if isinstance(value, BaseException) else f"the run returned {getattr(value, 'text', value)!r}"
+    )
+
+
+async def _w_run(run: Awaitable[Any]) -> Any:
+    """Await one run, bounded; return its result, or the exception it raised (never raise it here)."""
+    try:
+        return await asyncio.wait_for(run, RUN_BOUND_S)
+    except TimeoutError:
+        raise BehaviourFailed(
+            f"the run to end within {RUN_BOUND_S:g} s", "it was still running, so the check gave up on it", "hung"
+        ) from None
+    except Exception as error:
+        return error
+
+
+def _w_model(*batches: list[dict[str, Any]], seen: list[Any] | None = None) -> Callable[..., Awaitable[Any]]:
+    """A model that proposes `batches` in turn, then answers "done"; `seen` gets the last message of each turn."""
+    turns = iter(batches)
+
+    async def model(messages: Any, signal: Any = None) -> dict[str, Any]:
+        if seen is not None:
+            seen.append([dict(message) for message in messages])
+        batch = next(turns, None)
+        return {"kind": "final", "text": "done"} if batch is None else {"kind": "tools", "calls": batch}
+
+    return model
+
+
+def _w_reserve(key: str, book: str, quantity: int = 1) -> dict[str, Any]:
+    return {"id": key, "name": "reserve", "args": {"book": book, "quantity": quantity}}
+
+
+def _w_read(key: str, book: str) -> dict[str, Any]:
+    return {"id": key, "name": "lookup", "args": {"id": book}}
+
+
+def _w_parse_reservation(args: Any) -> tuple[str, int]:
+    """The reserve tool's validate: it parses the args into a (book, quantity) pair, which is what run gets."""
+    if not isinstance(args, dict) or sorted(args) != ["book", "quantity"]:
+        raise ValueError('expected {"book": <id>, "quantity": <1 to 5>}')
+    if not isinstance(args["quantity"], int) or not 0 < args["quantity"] <= 5:
+        raise ValueError("quantity must be a whole number from 1 to 5")
+    return str(args["book"]), int(args["quantity"])
+
+
+def _w_shop(events: list[tuple[Any, ...]], *, slow_s: float = 0.0, settle_s: float | None = None) -> dict[str, Tool]:
+    """A lookup (reads) and a reserve (writes) that log what they are given to `events`.
+
+    reserve is async and takes `slow_s` to write; with `settle_s`, it instead holds its transaction open until the
+    run is stopped, then takes `settle_s` to roll back and raises _RolledBack. A sync twin, `reserve_now`, writes
+    at once on whatever thread the loop runs it.
+    """
+
+    async def lookup(value: Any, signal: Any = None) -> Any:
+        events.append(("read", value.get("id") if isinstance(value, dict) else value))
+        return {"book": value.get("id") if isinstance(value, dict) else None, "on_hand": 3}
+
+    async def reserve(value: Any, signal: Any = None, call: Any = None) -> Any:
+        key = getattr(call, "id", call)
+        events.append(("start", key, value))
+        if settle_s is not None:
+            for _ in range(300):  # hold until the run is stopped (at most 1.5 s); duck-typed: only `.aborted`
+                if getattr(signal, "aborted", False):
+                    break
+                await asyncio.sleep(0.005)
+            await asyncio.sleep(settle_s)  # undoing the work takes a moment
+            events.append(("rolled_back", key))
+            raise _RolledBack(f"stopped before the commit: reservation {key} rolled back")
+        if slow_s:
+            await asyncio.sleep(slow_s)
+        events.append(("end", key))
+        return {"reserved": value[0] if isinstance(value, tuple) else value, "key": key}
+
+    def reserve_now(value: Any, signal: Any = None, call: Any = None) -> Any:
+        key = getattr(call, "id", call)
+        events.append(("start", key, value))
+        events.append(("end", key))
+        return {"reserved": value[0] if isinstance(value, tuple) else value, "key": key}
+
+    return {
+        "lookup": Tool(validate=parse_lookup_args, run=lookup),
+        "reserve": Tool(validate=_w_parse_reservation, run=reserve, writes=True),
+        "reserve_now": Tool(validate=_w_parse_reservation, run=reserve_now, writes=True),
+    }
+
+
+def _w_policy(events: list[tuple[Any, ...]], *answers: Any, sync: bool = False) -> Callable[..., Any]:
+    """An approve policy that logs each call it is asked about and answers `answers` in turn (then True).
+
+    It also tampers with the args it is shown: the write must still run with what validate returned.
+    """
+    left = list(answers)
+
+    def decide(call: Any, signal: Any = None) -> Any:
+        key, name, args = getattr(call, "id", call), getattr(call, "name", None), getattr(call, "args", None)
+        events.append(("approve", key, name, json.dumps(args, sort_keys=True, default=repr)))
+        if isinstance(args, dict):
+            args["quantity"] = 99  # a policy is code too: what it does to its copy must not reach the write
+        return left.pop(0) if left else True
+
+    if sync:
+        return decide
+
+    async def decide_async(call: Any, signal: Any = None) -> Any:
+        await asyncio.sleep(0)
+        return decide(call, signal)
+
+    return decide_async
+
+
+def _w_no_write(events: list[tuple[Any, ...]], what: str, clue: str) -> None:
+    ran = [event for event in events if event[0] in ("start", "read")]
+    if ran:
+        kind, key = ran[0][0], ran[0][1]
+        raise BehaviourFailed(
+            f"nothing of the refused batch to run ({what})",
+            f"the {'write' if kind == 'start' else 'read'} {key!r} ran",
+            f"ran:{clue}",
+        )
+
+
+def _w_error(outcome: Any, phrase: str, expected: str, clue: str) -> BaseException:
+    if not isinstance(outcome, BaseException):
+        raise BehaviourFailed(expected, _w_describe(outcome), f"no_error:{clue}")
+    if not re.search(phrase, str(outcome)):
+        raise BehaviourFailed(expected, _w_describe(outcome), f"wrong_error:{clue}") from outcome
+    return outcome
+
+
+def _w_returned(outcome: Any, expected: str, clue: str) -> Any:
+    if isinstance(outcome, BaseException):
+        raise BehaviourFailed(expected, _w_describe(outcome), f"raised:{clue}") from outcome
+    return outcome
+
+
+async def writes_need_approval(agent_loop: AgentLoop) -> None:
+    """A write runs only with an approve policy; without one, its whole batch is refused before anything runs."""
+    for batch, order in (
+        ([_w_read("r_1", "A"), _w_reserve("w_1", "A", 2)], "a read, then a write"),
+        ([_w_reserve("w_2", "B"), _w_read("r_2", "B")], "a write, then a read"),
+    ):
+        events: list[tuple[Any, ...]] = []
+        seen: list[Any] = []
+        outcome = await _w_run(agent_loop("reserve A", _w_model(batch, seen=seen), _w_shop(events)))
+        _w_error(
+            outcome,
+            r"(?i)approv",
+            f"an error saying approval is required, for a batch of {order} and no approve policy",
+            "no_policy",
+        )
+        _w_no_write(events, f"{order}, no approve policy", "no_policy")
+        if len(seen) != 1:
+            raise BehaviourFailed(
+                "the run to stop at the refused batch", f"the model was called {len(seen)} times", "no_policy"
+            )
+    events = []
+    reads = ([_w_read("r_3", "A")], [_w_read("r_4", "C")])
+    outcome = await _w_run(agent_loop("look A and C up", _w_model(*reads), _w_shop(events)))
+    _w_returned(outcome, "a run of reads only to need no approve policy and return 'done'", "reads_need_none")
+
+
+async def approval_before_each_write(agent_loop: AgentLoop) -> None:
+    """Each write is approved just before it runs, in call order; it runs with its own call, whose id is the key."""
+    for sync in (False, True):
+        events: list[tuple[Any, ...]] = []
+        batch = [_w_reserve("w_10", "A", 2), _w_read("r_1", "A"), {**_w_reserve("w_1", "C"), "name": "reserve_now"}]
+        model = _w_model(batch, [_w_reserve("w_100", "E", 1)])
+        policy = _w_policy(events, True, Approval(True), sync=sync)
+        kind = "a plain" if sync else "an async"
+        outcome = await _w_run(agent_loop("reserve", model, _w_shop(events, slow_s=0.02), approve=policy))
+        _w_returned(outcome, f"the run, with {kind} policy that approves every write, to return 'done'", "raised")
+        keys = [event[1] for event in events if event[0] == "start"]
+        if set(keys) - {"w_10", "w_1", "w_100"}:
+            raise BehaviourFailed(
+                "each write's run to get its ToolCall as its third argument, whose id is the call's own id (the "
+                "write's idempotency key): run(value, signal, call)",
+                f"the writes' runs were given, as their call, {keys}",
+                "no_key",
+            )
+        order = [(event[0], event[1]) for event in events]
+        expected = [
+            ("approve", "w_10"),
+            ("start", "w_10"),
+            ("end", "w_10"),
+            ("read", "A"),
+            ("approve", "w_1"),
+            ("start", "w_1"),
+            ("end", "w_1"),
+            ("approve", "w_100"),
+            ("start", "w_100"),
+            ("end", "w_100"),
+        ]
+        if order != expected:
+            if [e for e in order if e[0] == "approve"] != [e for e in expected if e[0] == "approve"]:
+                clue = "approve_ids"
+            elif order[:2] != expected[:2] or order.index(("approve", "w_1")) < order.index(("end", "w_10")):
+                clue = "approve_order"
+            else:
+                clue = "write_order"
+            raise BehaviourFailed(
+                "for each write, in call order: the policy asked, then the write run to its end, before the next "
+                f"call; {expected}",
+                f"the policy and the tools saw {order}",
+                clue,
+            )
+        asked = {event[1]: event for event in events if event[0] == "approve"}
+        if asked["w_10"][2:] != ("reserve", '{"book": "A", "quantity": 2}'):
+            raise BehaviourFailed(
+                "the policy to be shown the call: its id, its tool name and the args the model proposed",
+                f"it was shown the name {asked['w_10'][2]!r} and the args {asked['w_10'][3]}",
+                "approve_call",
+            )
+        given = {event[1]: event[2] for event in events if event[0] == "start"}
+        if given.get("w_10") != ("A", 2) or given.get("w_1") != ("C", 1):
+            raise BehaviourFailed(
+                "each write to run with what its validate returned, whatever the policy did to its copy of the args",
+                f"the writes were given {given}",
+                "policy_tampered",
+            )
+
+
+async def denial_is_the_result(agent_loop: AgentLoop) -> None:
+    """A denied write does not run: the denial, with its reason, is that call's result, and the model goes on."""
+    events: list[tuple[Any, ...]] = []
+    seen: list[Any] = []
+    model = _w_model([_w_reserve("w_7", "A", 3), _w_read("r_7", "A")], [_w_reserve("w_70", "B")], seen=seen)
+    policy = _w_policy(events, Approval(False, "one per customer"), False)
+    outcome = await _w_run(agent_loop("reserve", model, _w_shop(events), approve=policy))
+    _w_returned(outcome, "the run to go on after a denial and return the model's 'done'", "denial_raised")
+    writes = [event[1] for event in events if event[0] == "start"]
+    if writes:
+        raise BehaviourFailed("a denied write not to run", f"the write {writes[0]!r} ran", "denied_ran")
+    if ("read", "A") not in [event[:2] for event in events]:
+        raise BehaviourFailed(
+            "the rest of the batch to run after a denial", "the read after it did not", "denial_raised"
+        )
+    for turn, key, reason in ((1, "w_7", "one per customer"), (2, "w_70", None)):
+        messages = seen[turn] if len(seen) > turn else []
+        answers = [m for m in messages if m.get("role") == "tool" and m.get("call_id") == key]
+        content = answers[0].get("content") if answers else None
+        try:
+            result = json.loads(content) if isinstance(content, str) else None
+        except ValueError:
+            result = None
+        wanted = f"the reason {reason!r}" if reason else "a reason"
+        if not answers:
+            raise BehaviourFailed(
+                f"the model's next turn to hold a tool message for the denied call {key!r}",
+                f"it held none (tool messages for: {[m.get('call_id') for m in messages if m.get('role') == 'tool']})",
+                "denial_message",
+            )
+        if not (
+            isinstance(result, dict)
+            and result.get("denied") is True
+            and isinstance(result.get("reason"), str)
+            and result["reason"]
+            and (reason is None or result["reason"] == reason)
+        ):
+            raise BehaviourFailed(
+                f'its content to be JSON with "denied": true and {wanted}',
+                f"it was {content!r}",
+                "denial_content",
+            )
+    for answer in ("yes", None):
+        events = []
+        model = _w_model([_w_reserve("w_8", "A")])
+        outcome = await _w_run(agent_loop("reserve", model, _w_shop(events), approve=_w_policy(events, answer)))
+        _w_no_write(events, f"the policy answered {answer!r}, not True, False or an Approval", "odd_answer")
+        _w_error(
+            outcome,
+            r"(?i)approv",
+            f"an error about the approval when the policy answers {answer!r}",
+            "odd_answer",
+        )
+
+
+async def write_budget_checked_first(agent_loop: AgentLoop) -> None:
+    """max_writes counts approved writes over the run; a batch that would pass it is refused before anything runs."""
+    over = (
+        ("three writes at once, max_writes=2", [[_w_read("r_1", "A"), *(_w_reserve(f"w_{n}", "A") for n in "123")]]),
+        (
+            "one write, then a read and two writes, max_writes=2",
+            [[_w_reserve("w_4", "C")], [_w_read("r_2", "D"), _w_reserve("w_5", "C"), _w_reserve("w_6", "D")]],
+        ),
+    )
+    for what, batches in over:
+        events: list[tuple[Any, ...]] = []
+        policy = _w_policy(events)
+        outcome = await _w_run(agent_loop("go", _w_model(*batches), _w_shop(events), approve=policy, max_writes=2))
+        _w_error(outcome, r"(?i)write budget", f"an error saying the write budget is exhausted ({what})", "over")
+        refused = {call["id"] for call in batches[-1]} | {
+            call["args"]["id"] for call in batches[-1] if call["name"] == "lookup"
+        }
+        touched = [event[:2] for event in events if event[1] in refused]
+        if touched:
+            raise BehaviourFailed(
+                f"nothing of the batch past the budget to run, nor to be put to the policy ({what})",
+                f"the tools and the policy saw {touched}",
+                "ran:over",
+            )
+    fits = (
+        ("exactly max_writes=2, across two turns", 2, [[_w_reserve("w_1", "A")], [_w_reserve("w_2", "B")]], ()),
+        (
+            "one write denied, then one approved, max_writes=1",
+            1,
+            [[_w_reserve("w_3", "A")], [_w_reserve("w_4", "B")]],
+            (False,),
+        ),
+        (
+            "two reads and one write, max_writes=1",
+            1,
+            [[_w_read("r_1", "A"), _w_read("r_2", "B"), _w_reserve("w_5", "C")]],
+            (),
+        ),
+    )
+    for what, limit, batches, answers in fits:
+        events = []
+        policy = _w_policy(events, *answers)
+        outcome = await _w_run(agent_loop("go", _w_model(*batches), _w_shop(events), approve=policy, max_writes=limit))
+        clue = "denied_counted" if answers else "reads_counted" if "reads" in what else "exact"
+        if answers and not re.search(r"(?i)write budget", str(outcome)):
+            clue = "denial_raised"  # the run ended at the denial, not at the budget: not a matter of counting
+        _w_returned(outcome, f"the run to fit its write budget and return 'done' ({what})", clue)
+
+
+async def stopped_write_settles(agent_loop: AgentLoop) -> None:
+    """A write stopped mid-way gets time to roll back before the run ends; no write starts once the run is stopped."""
+    events: list[tuple[Any, ...]] = []
+    started = time.perf_counter()
+    model = _w_model([_w_reserve("w_9", "A")])
+    outcome = await _w_run(
+        agent_loop("go", model, _w_shop(events, settle_s=0.05), approve=_w_policy(events), timeout_ms=40)
+    )
+    settled = [event for event in events if event[0] == "rolled_back"]
+    _w_error(
+        outcome, r"(?i)deadline", "the run to end with the deadline's error while a write was in flight", "deadline"
+    )
+    if not settled:
+        raise BehaviourFailed(
+            "the run to wait for the write in flight to roll back (it takes 50 ms once stopped) before it ends",
+            "the run ended before the write had settled",
+            "no_grace",
+        )
+    if time.perf_counter() - started > 1.5:
+        raise BehaviourFailed("the run to end soon after the write rolled back", "it took over 1.5 s", "slow_grace")
+    events = []
+    controller = AbortController()
+    reason = RuntimeError("the customer hung up")
+
+    async def stop_soon(call: Any, signal: Any = None) -> bool:
+        asyncio.get_running_loop().call_later(0.03, controller.abort, reason)
+        return True
+
+    model = _w_model([_w_reserve("w_11", "B")])
+    outcome = await _w_run(
+        agent_loop("go", model, _w_shop(events, settle_s=0.05), approve=stop_soon, signal=controller.signal)
+    )
+    if outcome is not reason:
+        raise BehaviourFailed(
+            "the run to raise the abort's own reason (the very exception given to abort)",
+            _w_describe(outcome),
+            "abort_reason",
+        ) from (outcome if isinstance(outcome, BaseException) else None)
+    if not [event for event in events if event[0] == "rolled_back"]:
+        raise BehaviourFailed(
+            "the run to wait for the write in flight to roll back before it ends (an abort this time)",
+            "the run ended before the write had settled",
+            "no_grace",
+        )
+    events = []
+
+    async def slow_person(call: Any, signal: Any = None) -> bool:
+        await asyncio.sleep(0.15)  # answers after the deadline, and ignores the signal
+        return True
+
+    model = _w_model([_w_reserve("w_12", "C")])
+    outcome = await _w_run(agent_loop("go", model, _w_shop(events), approve=slow_person, timeout_ms=40))
+    await asyncio.sleep(0.2)  # long enough for a write started after the answer to show
+    _w_error(outcome, r"(?i)deadline", "the deadline's error while the policy was still deciding", "approval_deadline")
+    if [event for event in events if event[0] == "start"]:
+        raise BehaviourFailed(
+            "no write to start after the deadline, even one approved after it",
+            "the write ran once the late approval came",
+            "late_write",
+        )
+
+
+WRITES: tuple[Behaviour, ...] = (
+    _behaviour(writes_need_approval, "writes"),
+    _behaviour(approval_before_each_write, "writes"),
+    _behaviour(denial_is_the_result, "writes"),
+    _behaviour(write_budget_checked_first, "writes"),
+    _behaviour(stopped_write_settles, "writes"),
+)
+# Past the exercise, like "recovery": `select()` (and so `check(agent_loop)`) stays the exercise's steps; this one is
+# checked by name, `check(agent_loop, step="writes")`.
+EXTRA_STEPS += ("writes",)
+RULES += WRITES
+ALL += WRITES
+__all__ += ["WRITES"]
+# ============================================ end of the "writes" step ===============================================

@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentlab.behaviours import RUN_BOUND_S, STEPS, Behaviour, BehaviourFailed, select, watch_tasks
+from agentlab.behaviours import EXTRA_STEPS, RUN_BOUND_S, STEPS, Behaviour, BehaviourFailed, select, watch_tasks
 from agentlab.errors import AgentError, ConfigError
 
 # How long one behaviour may take before the checker gives up on it. A little
@@ -357,8 +357,9 @@ def unloadable(target: str, step: str | None, problem: str, hint: str) -> Report
 
 
 def _behaviours(step: str | None) -> Sequence[Behaviour]:
-    if step is not None and step not in STEPS:
-        raise ConfigError(f"no step {step!r}; the steps are: {', '.join(STEPS)} (or None for all of them)")
+    if step is not None and step not in STEPS + EXTRA_STEPS:
+        steps = ", ".join(STEPS + EXTRA_STEPS)
+        raise ConfigError(f"no step {step!r}; the steps are: {steps} (or None for every workbook step)")
     return select(step)
 
 
@@ -923,6 +924,48 @@ HINTS: dict[str, str] = {
     "*/ran:*": "Nothing of a refused batch may run: do every check of the batch before running any of it.",
 }
 
+# The "recovery" step (notebook 11): a loop that gives refused batches back to the model, within max_refusals.
+_NOTHING_OF_A_REFUSED_BATCH = (
+    "Check the whole batch before anything runs, and return the refusal instead of running: whether the batch goes "
+    "back to the model or ends the run, none of its calls runs, not even the good ones before the refused one."
+)
+HINTS |= {
+    "zero_refusals_is_todays_contract/*": (
+        "max_refusals=0 (the default) is the exercise's contract: the first refusal raises its error and the "
+        "model is not asked again. Return a refusal to the model only while refusals < max_refusals."
+    ),
+    "refusal_answers_every_call/*": (
+        "A returned refusal is the batch as proposed in the history, then one tool message per call id: the "
+        "refused call's content carries str(error), the exact words the error would have raised, and each other "
+        "call's says it was not run because another call of the batch was refused. Count it in usage.refusals."
+    ),
+    "refusal_answers_every_call/*:duplicate_id": (
+        "A duplicate id cannot carry its own answer: the id is already answered. Record the refused call under an "
+        "id of your own (never one the run has used) so that each call still gets exactly one tool message."
+    ),
+    "refusal_answers_every_call/zero_first": (
+        "This row first runs the batch with max_refusals=0 to learn the error's words, and that run did not raise: "
+        "with max_refusals=0 the first refusal must end the run, as in the exercise."
+    ),
+    "returned_batch_never_runs/*": _NOTHING_OF_A_REFUSED_BATCH,
+    "zero_refusals_is_todays_contract/ran:*": _NOTHING_OF_A_REFUSED_BATCH,
+    "refusal_budget_ends_the_run/ran:*": _NOTHING_OF_A_REFUSED_BATCH,
+    "refusals_tie_to_usable_ids/*": (
+        "Every call in the history needs a non-empty string id of its own and exactly one tool message tied to it "
+        "(providers reject a transcript with an unanswered call). A missing, non-string or duplicate id gets an id "
+        "the loop makes, never one the run has used; mark every id of a returned batch as used."
+    ),
+    "refusal_budget_ends_the_run/*": (
+        "Count each returned batch; when refusals == max_refusals, the next refusal is raised as it would be "
+        "without recovery (UnknownToolError, ToolArgsError, ...), not returned, and not a budget error of its own."
+    ),
+    "limits_are_not_refusals/*": (
+        "Only a mistake the model can fix in its next proposal is returned (unknown tool, invalid args, a "
+        "malformed call, a duplicate id, a repeat). max_calls, max_turns, max_chars, the deadline and an abort "
+        "still end the run at once, whatever max_refusals allows."
+    ),
+}
+
 
 def hint_for(
     key: str,
@@ -1076,3 +1119,111 @@ __all__ = [
     "render_text",
     "unloadable",
 ]
+
+# -- hints of the "writes" step (workbook 6): a self-contained block, like the step's behaviours ---------------------
+HINTS.update(
+    {
+        "writes_need_approval/*:no_policy": (
+            "Before anything of a batch runs, look for writes (tools with writes=True): if there is one and "
+            "approve is None, raise ApprovalError('approval required: ...'). Check it with the rest of the batch, "
+            "so that a read proposed before the write does not run either."
+        ),
+        "writes_need_approval/no_policy": (
+            "A batch refused for want of approval ends the run: raise, do not hand the refusal back to the model."
+        ),
+        "writes_need_approval/*:reads_need_none": (
+            "Only writes need a policy: a run whose tools only read works with approve=None, as in workbooks 1-5."
+        ),
+        "approval_before_each_write/no_key": (
+            "Pass an approved write's run its call as the third argument: call(checked.tool.run, checked.value, "
+            "signal, ToolCall(checked.id, checked.name, copy of checked.args)). The call id is the write's "
+            "idempotency key: with it, the tool can tell a retried call from a new one."
+        ),
+        "approval_before_each_write/approve_ids": (
+            "Ask the policy once per write, with that write's own call: approve(ToolCall(checked.id, checked.name, "
+            "copy of checked.args), signal). Never ask about a read, and never skip a write."
+        ),
+        "approval_before_each_write/approve_order": (
+            "Ask for approval inside the loop over the batch, just before each write runs, not for all the writes "
+            "up front: an answer is about the world as it is when the write runs, after the writes before it."
+        ),
+        "approval_before_each_write/write_order": (
+            "Run the calls of a batch one at a time, in the order the model gave them, each to its end before the "
+            "next (await it; no gather, no tasks left running)."
+        ),
+        "approval_before_each_write/approve_call": (
+            "The policy decides from what the model proposed: give it ToolCall(id, name, args) with the call's "
+            "id, its tool name and a copy of the args as proposed (not what validate returned)."
+        ),
+        "approval_before_each_write/policy_tampered": (
+            "The write runs with what validate returned (checked.value); the policy gets a deep copy of the args, "
+            "so whatever it does to its copy cannot change the write."
+        ),
+        "approval_before_each_write/*:raised": (
+            "Accept every answer a policy may give: True, or Approval(True); a plain function policy too (call it "
+            "with `call`). Then pass the write's run its ToolCall as the third argument: call(run, value, signal, "
+            "tool_call). Its id is the write's idempotency key."
+        ),
+        "denial_is_the_result/denied_ran": (
+            "A denied write must not run: on False or Approval(False, reason), skip run and go on with the batch."
+        ),
+        "denial_is_the_result/*:denial_raised": (
+            "A denial is not an error: it is that call's result. Append {'role': 'tool', 'call_id': checked.id, "
+            "'content': compact_json({'denied': True, 'reason': ...})} and go on with the batch and the run."
+        ),
+        "denial_is_the_result/denial_message": (
+            "Every call of a batch gets a tool message with its own call_id, a denied write included: the model "
+            "must learn what became of each call it proposed."
+        ),
+        "denial_is_the_result/denial_content": (
+            "The content of a denied write's message is compact_json({'denied': True, 'reason': reason}), with the "
+            "policy's reason, or a reason of your own (never empty) when the policy said a plain False."
+        ),
+        "denial_is_the_result/*:odd_answer": (
+            "Only True, False and an Approval are answers. Anything else ('yes', None) means the policy is broken: "
+            "raise ApprovalError('approval failed: ...') and write nothing. Never decide by truthiness."
+        ),
+        "write_budget_checked_first/*:over": (
+            "max_writes is checked with the rest of the batch, before anything runs and before any policy is asked: "
+            "if writes done so far + writes in this batch > max_writes, raise WriteBudgetError('write budget "
+            "exhausted: ...'). Count over the whole run, not per batch."
+        ),
+        "write_budget_checked_first/*:denied_counted": (
+            "Count a write when it is approved, not when it is proposed: a denied write wrote nothing, so it does "
+            "not use the write budget."
+        ),
+        "write_budget_checked_first/*:denial_raised": (
+            "The run ended at the denied write. A denial is not an error: it is that call's result, and the run "
+            "goes on (see the row about denials)."
+        ),
+        "write_budget_checked_first/*:reads_counted": "Only writes count against max_writes; reads count in max_calls.",
+        "write_budget_checked_first/*:exact": (
+            "Exactly max_writes writes fit: refuse only when writes done + writes asked > max_writes (not >=)."
+        ),
+        "stopped_write_settles/no_grace": (
+            "When the deadline or an abort stops a run while a write is in flight, abort the signal and then wait "
+            "for the write (up to WRITE_GRACE_MS) before raising: it needs a moment to commit or roll back, and the "
+            "run must not end while it is half done. Keep track of the write in flight in a set the race can see."
+        ),
+        "stopped_write_settles/slow_grace": (
+            "Wait for the write in flight with a bound (asyncio.wait({task}, timeout=WRITE_GRACE_MS / 1000)), and "
+            "stop waiting as soon as it has settled."
+        ),
+        "stopped_write_settles/abort_reason": (
+            "An abort from outside ends the run with the abort's own reason, the very exception given to abort(), "
+            "also when a write had to settle first."
+        ),
+        "stopped_write_settles/*:deadline": (
+            "The deadline holds with writes too: the race raises DeadlineError when it fires, whether the run is "
+            "waiting for the model, a tool, a write or the approval policy."
+        ),
+        "stopped_write_settles/*:approval_deadline": (
+            "Waiting for the policy counts against the deadline: the race stops the run even while a person (or a "
+            "slow policy) is still deciding."
+        ),
+        "stopped_write_settles/late_write": (
+            "Nothing starts once the run is stopped: after the policy answers, check the signal before running the "
+            "write, and stop the steps when the race gives up on them."
+        ),
+    }
+)

@@ -123,6 +123,12 @@ class ContextBudgetError(BudgetError):
     limit = "max_chars"
 
 
+class TokenBudgetError(BudgetError):
+    """A real model's reported tokens reached `max_tokens`."""
+
+    limit = "max_tokens"
+
+
 class OutputBudgetError(BudgetError):
     """The final text is longer than `max_chars`."""
 
@@ -151,6 +157,7 @@ __all__ = [
     "OutputBudgetError",
     "RepeatedCallError",
     "StuckCalleeError",
+    "TokenBudgetError",
     "ToolArgsError",
     "ToolBudgetError",
     "ToolError",

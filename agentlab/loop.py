@@ -17,6 +17,8 @@ call id, and asks the model again. The loop, not the model, holds every limit:
     timeout_ms   wall-clock time for the whole run, model and tools included
     max_chars    the size of the history (a stand-in for a context window),
                  and the size of the final text
+    max_tokens   the tokens a real model reports spending (agentlab.models);
+                 None, the default, sets no token limit
     signal       an AbortSignal: stop from outside, at any moment
     max_refusals refused batches returned to the model to correct (default 0:
                  the first refusal ends the run)
@@ -64,6 +66,7 @@ from agentlab.errors import (
     ModelOutputError,
     OutputBudgetError,
     RepeatedCallError,
+    TokenBudgetError,
     ToolArgsError,
     ToolBudgetError,
     ToolError,
@@ -95,7 +98,11 @@ Message = dict[str, Any]
 
 @dataclass
 class Usage:
-    """What a run spent: model calls, tool runs, history size, wall time, approved writes, returned refusals."""
+    """What a run spent: model calls, tool runs, history size, wall time, writes, refusals, tokens.
+
+    Tokens are what a real model reports (the adapters of `agentlab.models`);
+    fakes report none, and then the repr leaves them out.
+    """
 
     turns: int = 0
     calls: int = 0
@@ -103,6 +110,17 @@ class Usage:
     elapsed_ms: float = 0.0
     writes: int = 0
     refusals: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def tokens(self) -> int:
+        """Input and output tokens together: what `max_tokens` counts."""
+        return self.input_tokens + self.output_tokens
+
+    def __repr__(self) -> str:
+        shown = [f for f in dataclasses.fields(self) if not f.name.endswith("_tokens") or getattr(self, f.name)]
+        return f"Usage({', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in shown)})"
 
 
 @dataclass(frozen=True)
@@ -117,6 +135,11 @@ class Limits:
     max_refusals: int = 0
     # Not a budget: how long past a stop a write in flight may settle. Left out of the repr, which shows budgets.
     write_grace_ms: float = field(default=WRITE_GRACE_MS, repr=False)
+    max_tokens: int | None = None  # None: no token limit (and no place in the repr)
+
+    def __repr__(self) -> str:
+        shown = [f for f in dataclasses.fields(self) if f.repr and (f.name != "max_tokens" or self.max_tokens)]
+        return f"Limits({', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in shown)})"
 
 
 @dataclass
@@ -176,6 +199,8 @@ def copy_message(message: Message) -> Message:
         copied["calls"] = [
             {"id": call["id"], "name": call["name"], "args": copy_json(call["args"])} for call in copied["calls"]
         ]
+    if "usage" in copied:  # a real model's tokens for the turn
+        copied["usage"] = dict(copied["usage"])
     return copied
 
 
@@ -211,6 +236,7 @@ async def agent_loop(
     approve: Callable[..., Any] | None = None,
     max_writes: int = 4,
     write_grace_ms: float | None = None,
+    max_tokens: int | None = None,
     max_refusals: int = 0,
 ) -> AgentResult:
     """Run `model` with `tools` on `input` until it answers or a limit stops it.
@@ -222,6 +248,7 @@ async def agent_loop(
     answers True, False or an `Approval`; without it, no write runs.
     `write_grace_ms` (default `WRITE_GRACE_MS`) is how long past a stop the
     run waits for a write in flight to commit or roll back.
+    `max_tokens` limits the tokens a real model reports spending in the run.
 
     `max_refusals` (default 0) is how many refused batches go back to the
     model instead of ending the run; see `_Run.return_refusal`. Only a mistake
@@ -238,6 +265,7 @@ async def agent_loop(
         _count("max_writes", max_writes),
         _count("max_refusals", max_refusals),
         WRITE_GRACE_MS if write_grace_ms is None else _duration("write_grace_ms", write_grace_ms),
+        None if max_tokens is None else _count("max_tokens", max_tokens),
     )
     run = _Run(input, model, tools, limits, signal, forbid_repeats, approve)
     return await run.race()
@@ -296,14 +324,16 @@ class _Run:
             self.usage.turns += 1
             decision = await self.ask_model()
             kind, payload = self.check_decision(decision)
+            spent = self.spend_tokens(self.proposal)  # a real model's tokens for this turn, against max_tokens
             if kind == "final":
-                return self.finish(payload, decision)
+                return self.finish(payload, decision, spent)
             try:
                 batch = self.check_batch(payload, decision)  # the whole batch, before anything runs
             except REFUSALS as refusal:
                 self.return_refusal(payload, refusal)  # back to the model, within max_refusals; or raises it
                 continue
-            self.append({"role": "assistant", "calls": [{"id": c.id, "name": c.name, "args": c.args} for c in batch]})
+            calls = [{"id": c.id, "name": c.name, "args": c.args} for c in batch]
+            self.append({"role": "assistant", "calls": calls, **spent})
             for call in batch:
                 self.check_not_stopped()
                 self.usage.calls += 1
@@ -327,6 +357,31 @@ class _Run:
                 f"max_chars={self.max_chars}; raise max_chars, or keep inputs and tool results shorter",
                 value=self.max_chars,
             )
+        if self.limits.max_tokens is not None and self.usage.tokens >= self.limits.max_tokens:
+            raise self.token_budget_error()
+
+    def spend_tokens(self, decision: Any) -> dict[str, Any]:
+        """Count the tokens the model reported for this turn (`decision["usage"]`); past max_tokens, refuse it.
+
+        Returns what the history's message for this turn records: `{"usage": {...}}`, or {} for a fake.
+        """
+        tokens = decision.get("usage") if isinstance(decision, dict) else None
+        if tokens is None:
+            return {}
+        self.usage.input_tokens += tokens["input_tokens"]
+        self.usage.output_tokens += tokens["output_tokens"]
+        if self.limits.max_tokens is not None and self.usage.tokens > self.limits.max_tokens:
+            raise self.token_budget_error(rejected=decision)
+        return {"usage": dict(tokens)}
+
+    def token_budget_error(self, **details: Any) -> AgentError:
+        return self.fail(
+            TokenBudgetError,
+            f"token budget exhausted: the model has used {self.usage.tokens} tokens and "
+            f"max_tokens={self.limits.max_tokens}; raise max_tokens, or keep the history and answers shorter",
+            value=self.limits.max_tokens,
+            **details,
+        )
 
     def check_not_stopped(self) -> None:
         """Nothing starts after an abort or the deadline: no model call, no tool, no write."""
@@ -370,8 +425,11 @@ class _Run:
             raise self.malformed(f"malformed decision: {shape}, got {_describe_value(decision)}", decision)
         kind = decision.get("kind")
         wanted = {"final": "text", "tools": "calls"}.get(kind) if isinstance(kind, str) else None
-        if wanted is None or set(decision) != {"kind", wanted}:
+        if wanted is None or set(decision) - {"usage"} != {"kind", wanted}:
             raise self.malformed(f"malformed decision: {shape}, got the keys {_keys(decision)}", decision)
+        if "usage" in decision and not _token_counts(decision["usage"]):
+            problem = f'"usage" must be {{"input_tokens": int, "output_tokens": int}}, got {decision["usage"]!r:.80}'
+            raise self.malformed(f"malformed decision: {problem}", decision)
         payload = decision[wanted]
         if kind == "final" and not isinstance(payload, str):
             problem = f"the final text must be a string, got {_describe_value(payload)}"
@@ -453,9 +511,10 @@ class _Run:
         """
         if self.usage.refusals >= self.max_refusals:
             if self.max_refusals:
+                spent = "1 refused batch was" if self.max_refusals == 1 else f"{self.max_refusals} refused batches were"
                 refusal.args = (
-                    f"{refusal.message}. The refusal budget was spent: "
-                    f"max_refusals={self.max_refusals} refused batches were already returned to the model",
+                    f"{refusal.message}. The refusal budget is spent: {spent} already returned to the model "
+                    f"(max_refusals={self.max_refusals})",
                 )
             raise refusal
         self.usage.refusals += 1
@@ -614,7 +673,7 @@ class _Run:
             f"and reason a string. Nothing was written",
         )
 
-    def finish(self, text: str, decision: Any) -> AgentResult:
+    def finish(self, text: str, decision: Any, spent: dict[str, Any]) -> AgentResult:
         """The final answer, if it fits the output budget."""
         if len(text) > self.max_chars:
             raise self.fail(
@@ -624,7 +683,7 @@ class _Run:
                 value=self.max_chars,
                 rejected=decision,
             )
-        self.append({"role": "assistant", "content": text})
+        self.append({"role": "assistant", "content": text, **spent})
         return AgentResult(text=text, history=self.history, usage=self.usage_now(), limits=self.limits)
 
     # -- the race against the clock and the outside signal ------------------
@@ -777,6 +836,15 @@ def _duration(name: str, value: Any) -> float:
     if not (math.isfinite(plain) and plain >= 0):
         raise ConfigError(f"{name} must be a finite number of milliseconds >= 0, got {_describe_value(value)}")
     return plain
+
+
+def _token_counts(value: Any) -> bool:
+    """A decision's optional "usage": exactly input_tokens and output_tokens, whole numbers >= 0."""
+    return (
+        isinstance(value, dict)
+        and set(value) == {"input_tokens", "output_tokens"}
+        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value.values())
+    )
 
 
 def _plural(count: int, noun: str) -> str:

@@ -88,6 +88,8 @@ class Scenario:
     limits: Mapping[str, float] = field(default_factory=dict)
     knobs: tuple[Knob, ...] = ()
     forbid_repeats: bool = False
+    # Knobs that are options of agent_loop itself (passed to it by name, shown with the limits), not of the model.
+    loop_knobs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.limits) - set(LIMIT_NAMES))
@@ -97,6 +99,8 @@ class Scenario:
         clash = sorted({name for name in names if names.count(name) > 1 or name in LIMIT_NAMES or name == "signal"})
         if clash:
             raise ConfigError(f"scenario {self.key!r}: knob names must be unique and not a limit's, got {clash}")
+        if not set(self.loop_knobs) <= set(names):
+            raise ConfigError(f"scenario {self.key!r}: loop_knobs must name its knobs, got {list(self.loop_knobs)}")
 
     def defaults(self) -> dict[str, float]:
         """Every setting's starting value: the four limits, then the knobs."""
@@ -133,8 +137,9 @@ async def run_scenario(scenario: Scenario | str, **overrides: Any) -> AgentResul
         chosen = get_scenario(scenario) if isinstance(scenario, str) else scenario
         limits, knobs = chosen.resolve(overrides)
         model, tools = chosen.build(knobs)
+        options = {name: knobs[name] for name in chosen.loop_knobs}
         return await agent_loop(
-            chosen.input, model, tools, **limits, signal=signal, forbid_repeats=chosen.forbid_repeats
+            chosen.input, model, tools, **limits, **options, signal=signal, forbid_repeats=chosen.forbid_repeats
         )
     except Exception as error:
         return error
@@ -372,6 +377,43 @@ def _build_weather(knobs: Mapping[str, int]) -> tuple[Model, Tools]:
     return from_decider(decider), weather_tools()
 
 
+# -- recovery: a refused batch goes back to the model, within max_refusals ---------------
+
+SLIPS = ("an unknown name: Lookup", 'invalid args: {"id": 7}', "a call with no id", "one id for two calls")
+
+
+class SlipsThenRecovers:
+    """Makes the same kind of mistake for its first `slips` turns, then asks for book A properly, then answers.
+
+    A stand-in for a real model that corrects itself once the refusal comes back: here the correction comes
+    on a fixed turn, so the same settings always give the same trace.
+    """
+
+    def __init__(self, slips: int, kind: int) -> None:
+        self.slips, self.kind = slips, kind
+
+    async def __call__(self, messages: Sequence[Mapping[str, Any]], signal: AbortSignal) -> Decision:
+        turn = _turn(messages)
+        if turn <= self.slips:
+            return calls(*self.slip(f"c{turn}"))
+        if turn == self.slips + 1:
+            return calls(call("lookup", {"id": "A"}, f"c{turn}"))
+        return final(_describe_book(_results(messages)[f"c{turn - 1}"]))
+
+    def slip(self, call_id: str) -> list[dict[str, Any]]:
+        if self.kind == 0:
+            return [call("Lookup", {"id": "A"}, call_id)]
+        if self.kind == 1:
+            return [call("lookup", {"id": 7}, call_id)]
+        if self.kind == 2:
+            return [call("lookup", {"id": "A"}, call_id), {"name": "lookup", "args": {"id": "B"}}]
+        return [call("lookup", {"id": "A"}, call_id), call("lookup", {"id": "B"}, call_id)]
+
+
+def _build_recovery(knobs: Mapping[str, int]) -> tuple[Model, Tools]:
+    return SlipsThenRecovers(knobs["slips"], knobs["slip"]), lookup_tools()
+
+
 SCENARIOS: dict[str, Scenario] = {
     scenario.key: scenario
     for scenario in (
@@ -466,6 +508,19 @@ SCENARIOS: dict[str, Scenario] = {
             limits={"max_turns": 5, "max_calls": 8, "timeout_ms": 5000, "max_chars": 2000},
             knobs=(Knob("case", "the model", 0, len(WEATHER_CASES) - 1, 0, choices=WEATHER_CASES),),
             forbid_repeats=True,
+        ),
+        Scenario(
+            key="recovery",
+            title="A refused batch goes back to the model, within max_refusals",
+            input="Look up book A.",
+            build=_build_recovery,
+            limits={"max_turns": 6, "max_calls": 8, "timeout_ms": 2000, "max_chars": 4000},
+            knobs=(
+                Knob("max_refusals", "max_refusals", 0, 5, 1),
+                Knob("slips", "times the model slips", 0, 6, 2),
+                Knob("slip", "its slip", 0, len(SLIPS) - 1, 0, choices=SLIPS),
+            ),
+            loop_knobs=("max_refusals",),
         ),
     )
 }

@@ -38,6 +38,7 @@ class Step:
     call_id: str = ""
     name: str = ""
     where: str = ""
+    tokens: str = ""  # a real model's tokens for the turn, on its first step ("120 in, 15 out tokens")
 
 
 @dataclass(frozen=True)
@@ -77,11 +78,13 @@ def steps(run: Any) -> list[Step]:
         elif "calls" in message:
             turn += 1
             pending = []
+            tokens = _tokens(message)
             for call in message["calls"]:
                 call_id, name = str(call.get("id")), str(call.get("name"))
                 names[call_id] = name
                 pending.append(call_id)
-                out.append(Step("call", turn, _json(call.get("args")), call_id, name))
+                out.append(Step("call", turn, _json(call.get("args")), call_id, name, tokens=tokens))
+                tokens = ""
         elif message.get("role") == "tool":
             call_id = str(message.get("call_id"))
             if call_id in pending and not _stopped_mid_write(str(message.get("content", ""))):
@@ -90,10 +93,17 @@ def steps(run: Any) -> list[Step]:
             out.append(Step(kind, turn, text, call_id, names.get(call_id, "")))
         elif message.get("role") == "assistant":
             turn += 1
-            out.append(Step("final", turn, str(message.get("content", ""))))
+            out.append(Step("final", turn, str(message.get("content", "")), tokens=_tokens(message)))
     if isinstance(run, BaseException):
         out.extend(_stop_steps(run, turn, pending))
     return out
+
+
+def _tokens(message: dict[str, Any]) -> str:
+    usage = message.get("usage")
+    if not isinstance(usage, dict):
+        return ""
+    return f"{usage.get('input_tokens')} in, {usage.get('output_tokens')} out tokens"
 
 
 def _stop_steps(error: BaseException, turns_in_history: int, pending: list[str]) -> list[Step]:
@@ -154,6 +164,10 @@ def gauges(run: Any) -> list[Gauge]:
             f"limit of {timeout} reached" if over_time else f"within {timeout}",
         ),
     ]
+    tokens, max_tokens = getattr(usage, "tokens", 0), getattr(limits, "max_tokens", None)
+    if tokens or max_tokens is not None:
+        label = f"{tokens} / {max_tokens}" if max_tokens is not None else f"{tokens} (no limit)"
+        out.append(Gauge("tokens", tokens, max_tokens, tripped == "max_tokens", label))
     refusals, max_refusals = getattr(usage, "refusals", 0), getattr(limits, "max_refusals", 0)
     if refusals or max_refusals:
         out.append(Gauge("refusals", refusals, max_refusals, False, f"{refusals} / {max_refusals}"))
@@ -224,14 +238,16 @@ def render_text(run: Any) -> str:
         if step.kind == "user":
             lines.append(f"  {'user':<8} {clip(step.text)}")
         elif step.kind == "call":
-            lines.append(f"  {where:<8} call {step.call_id}: {step.name}({clip(step.text)})")
+            spent = f"  ({step.tokens})" if step.tokens else ""
+            lines.append(f"  {where:<8} call {step.call_id}: {step.name}({clip(step.text)}){spent}")
         elif step.kind == "result":
             label = write_outcome(step.text)
             lines.append(f"  {'':<8}   → {step.call_id}: {label + ' — ' if label else ''}{clip(step.text)}")
         elif step.kind in RETURNED:
             lines.append(f"  {'':<8}   → {step.call_id}: {RETURNED[step.kind]} — {clip(step.text)}")
         elif step.kind == "final":
-            lines.append(f"  {where:<8} final: {clip(step.text)}")
+            spent = f"  ({step.tokens})" if step.tokens else ""
+            lines.append(f"  {where:<8} final: {clip(step.text)}{spent}")
         elif step.kind == "rejected":
             lines.append(f"  {where:<8} refused {_proposal(step)}  ({_consequence(step)})")
         else:
@@ -245,7 +261,7 @@ def render_text(run: Any) -> str:
 # How the trace labels the loop's answers to a refused batch, apart from results.
 RETURNED = {
     "refused": "✗ refused, returned to the model",
-    "not_run": "– not run: another call of the batch was refused",
+    "not_run": "– not run",
 }
 
 
@@ -314,7 +330,7 @@ def _row(step: Step, first_of_turn: bool) -> str:
     if step.kind == "user":
         cells = ("user", e(clip(step.text)))
     elif step.kind == "call":
-        cells = (turn, _call_html(step.call_id, step.name, step.text))
+        cells = (turn, _call_html(step.call_id, step.name, step.text) + _tokens_html(step))
     elif step.kind == "result":
         name = f" <span class='muted'>{e(step.name)}</span>" if step.name else ""
         label = write_outcome(step.text)
@@ -327,7 +343,7 @@ def _row(step: Step, first_of_turn: bool) -> str:
             f"→ <span class='id'>{e(step.call_id)}</span> {label} <span class='muted'>{e(clip(step.text))}</span>",
         )
     elif step.kind == "final":
-        cells = (turn, f"<span class='name'>final</span>: {e(clip(step.text))}")
+        cells = (turn, f"<span class='name'>final</span>: {e(clip(step.text))}{_tokens_html(step)}")
     elif step.kind == "rejected":
         if _is_final(step):
             what = f"final answer ({len(step.text)} chars): {e(clip(step.text))}"
@@ -341,10 +357,14 @@ def _row(step: Step, first_of_turn: bool) -> str:
     return f"<tr class='{classes}'><td class='turn'>{cells[0]}</td><td>{cells[1]}</td></tr>"
 
 
+def _tokens_html(step: Step) -> str:
+    return f" <span class='muted'>({html.escape(step.tokens)})</span>" if step.tokens else ""
+
+
 def _gauge(gauge: Gauge) -> str:
     if gauge.tripped:
         share = 100
-    elif gauge.used is None:
+    elif gauge.used is None or gauge.limit is None:
         share = 0
     else:
         share = min(100, round(100 * gauge.used / gauge.limit)) if gauge.limit else 100

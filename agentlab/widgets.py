@@ -107,8 +107,11 @@ class Playground:
             [
                 widgets.HBox(
                     [
-                        self._column("the loop's limits", LIMIT_NAMES),
-                        self._column("the scenario", [knob.name for knob in self.scenario.knobs]),
+                        self._column("the loop's limits", [*LIMIT_NAMES, *self.scenario.loop_knobs]),
+                        self._column(
+                            "the scenario",
+                            [knob.name for knob in self.scenario.knobs if knob.name not in self.scenario.loop_knobs],
+                        ),
                     ],
                     layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start"),
                 ),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from agentlab import ConfigError, agent_loop
-from agentlab.behaviours import ALL, REFERENCE, RULES, STEPS, BehaviourFailed, get, select
+from agentlab.behaviours import ALL, EXTRA_STEPS, REFERENCE, RULES, STEPS, BehaviourFailed, get, select
 
 
 @pytest.mark.parametrize("behaviour", ALL, ids=[b.key for b in ALL])
@@ -30,9 +30,15 @@ def test_the_seven_reference_behaviours_are_the_seeds_in_order() -> None:
 
 
 def test_every_behaviour_belongs_to_a_step_and_every_step_has_behaviours() -> None:
-    assert {b.step for b in ALL} == set(STEPS)
-    assert sum(len(select(step)) for step in STEPS) == len(ALL)
+    assert {b.step for b in ALL} == set(STEPS + EXTRA_STEPS)
+    assert sum(len(select(step)) for step in STEPS + EXTRA_STEPS) == len(ALL)
     assert len(select(reference_only=True)) == 7
+
+
+def test_every_step_means_every_workbook_step_and_an_extra_step_is_asked_for_by_name() -> None:
+    assert "recovery" in EXTRA_STEPS and not set(EXTRA_STEPS) & set(STEPS)
+    assert [b.step for b in select()] == [b.step for b in ALL if b.step in STEPS]
+    assert select("recovery") and all(b.step == "recovery" for b in select("recovery"))
 
 
 def test_lookup_by_key_names_the_alternatives() -> None:

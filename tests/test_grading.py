@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agentlab.__main__ import main
-from agentlab.behaviours import ALL, Names, select
+from agentlab.behaviours import Names, select
 from agentlab.grading import Limits, grade, grade_class
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -58,13 +58,13 @@ def test_cli_an_unreadable_file_is_one_line(tmp_path, capsys) -> None:
 def test_cli_without_a_step_checks_every_row_of_a_file(capsys) -> None:
     assert main(["check", str(RIGHT), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert (data["step"], data["passed"], data["total"]) == (None, len(ALL), len(ALL))
+    assert (data["step"], data["passed"], data["total"]) == (None, len(select()), len(select()))
 
 
 def test_cli_checks_the_last_workbook_against_every_row(capsys) -> None:
     workbook = Path(__file__).resolve().parent.parent / "notebooks" / "exercises" / "05_limits.ipynb"
     assert main(["check", str(workbook), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["total"] == len(ALL)
+    assert json.loads(capsys.readouterr().out)["total"] == len(select())
 
 
 # -- cheats -------------------------------------------------------------------------------------------------------
@@ -143,3 +143,10 @@ def test_cli_grade_writes_the_csv_and_says_where(tmp_path, capsys) -> None:
     out = capsys.readouterr().out
     assert "ada: 2/2" in out and str(tmp_path / "out" / "grades.csv") in out
     assert main(["grade", str(tmp_path / "nothing")]) == 2
+
+
+def test_cli_checks_workbook_6_on_its_writes_step(capsys) -> None:
+    workbook = Path(__file__).resolve().parent.parent / "notebooks" / "exercises" / "06_writes.ipynb"
+    assert main(["check", str(workbook), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["step"], data["passed"], data["total"]) == ("writes", len(select("writes")), len(select("writes")))

@@ -395,7 +395,7 @@ def test_a_tool_needs_two_plain_functions() -> None:
 
 def test_every_error_is_an_agent_error_exported_from_the_package() -> None:
     names = [n for n in agentlab.__all__ if n.endswith("Error")]
-    assert len(names) == 19
+    assert len(names) == 20
     for name in names:
         assert issubclass(getattr(agentlab, name), AgentError)
 

@@ -29,6 +29,7 @@ SERIES = (
     "06_deadline",
     "07_limits_and_cancellation",
     "08_tutorial_weather",
+    "11_recovery",
 )
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 # nbval markers that weaken a cell's check; a cell using one must say why in a comment of its own.

@@ -97,7 +97,9 @@ async def test_the_spent_budget_is_named_in_the_error_only_when_there_was_one() 
     with pytest.raises(UnknownToolError) as spent:
         await agent_loop("q", model, lookup_tools(), max_refusals=1)
     assert str(spent.value).startswith("unknown tool 'nope' (call 'n2')")
-    assert str(spent.value).endswith("max_refusals=1 refused batches were already returned to the model")
+    assert str(spent.value).endswith(
+        "The refusal budget is spent: 1 refused batch was already returned to the model (max_refusals=1)"
+    )
     assert spent.value.usage.refusals == 1
 
 
@@ -163,6 +165,6 @@ async def test_the_trace_shows_returned_refusals_apart_from_results_and_gauges_t
         ("result", "g2"),
     ]
     text = render_text(result)
-    assert "✗ refused, returned to the model" in text and "not run: another call of the batch was refused" in text
+    assert "✗ refused, returned to the model" in text and "– not run — call 'n1' of this batch was refused" in text
     assert "refusals 1 / 2" in text
     assert "refusals" not in render_text(await agent_loop("q", Scripted(final("done")), {}))

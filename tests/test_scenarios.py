@@ -14,6 +14,7 @@ from agentlab import (
     ContextBudgetError,
     DeadlineError,
     DuplicateCallIdError,
+    ModelOutputError,
     OutputBudgetError,
     RepeatedCallError,
     ToolArgsError,
@@ -36,10 +37,11 @@ FIRST_RUNS = {
     "deadline": DeadlineError,
     "limits": "Summary: " + ("The model proposes; the application verifies and executes. " * 3)[:111],
     "weather": "Pune: rain, 18°C",
+    "recovery": UnknownToolError,
 }
 
 
-def test_the_eight_agreed_scenarios_exist_in_notebook_order() -> None:
+def test_the_agreed_scenarios_exist_in_notebook_order() -> None:
     assert list(SCENARIOS) == list(FIRST_RUNS)
     for key, scenario in SCENARIOS.items():
         assert scenario.key == key and scenario.title and scenario.input
@@ -91,6 +93,15 @@ async def test_the_first_run_is_instructive_and_deterministic(key: str) -> None:
         ("weather", {"case": 1}, UnknownToolError),
         ("weather", {"case": 2}, ToolArgsError),
         ("weather", {"case": 3}, RepeatedCallError),
+        ("recovery", {"max_refusals": 2}, "A: The Pragmatic Programmer (on the shelf)"),
+        ("recovery", {"max_refusals": 0, "slips": 0}, "A: The Pragmatic Programmer (on the shelf)"),
+        ("recovery", {"max_refusals": 2, "slip": 1}, "A: The Pragmatic Programmer (on the shelf)"),
+        ("recovery", {"max_refusals": 2, "slip": 2}, "A: The Pragmatic Programmer (on the shelf)"),
+        ("recovery", {"max_refusals": 2, "slip": 3}, "A: The Pragmatic Programmer (on the shelf)"),
+        ("recovery", {"max_refusals": 0, "slip": 1}, ToolArgsError),
+        ("recovery", {"max_refusals": 0, "slip": 2}, ModelOutputError),
+        ("recovery", {"max_refusals": 0, "slip": 3}, DuplicateCallIdError),
+        ("recovery", {"max_refusals": 5, "slips": 6, "max_turns": 4}, TurnBudgetError),
     ],
 )
 async def test_each_knob_and_limit_changes_the_outcome(key: str, settings: dict, expected: object) -> None:
@@ -151,6 +162,7 @@ def test_defaults_fill_in_the_loops_own_limits() -> None:
         (lambda: Knob("k", "k", 0, 3, 0, choices=("a", "b")), "a knob with 2 choices ranges from 0 to 1"),
         (lambda: Scenario("s", "S", "q", lambda knobs: (None, {}), limits={"max_tokens": 3}), "unknown limits"),
         (lambda: Scenario("s", "S", "q", lambda knobs: (None, {}), knobs=(Knob("max_turns", "t", 0, 1, 0),)), "knob"),
+        (lambda: Scenario("s", "S", "q", lambda knobs: (None, {}), loop_knobs=("max_refusals",)), "loop_knobs"),
     ],
 )
 def test_a_badly_defined_scenario_is_a_config_error(make, phrase: str) -> None:

@@ -23,6 +23,7 @@ No SDK is imported here: the client you pass is the only contact.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -145,12 +146,13 @@ def _adapter(
     async def model(messages: Sequence[dict[str, Any]], signal: AbortSignal) -> dict[str, Any]:
         body = request(messages)
         try:
-            raw = await until_aborted(create(**body), signal)
+            text = await until_aborted(_fetch(create, body), signal)
         except asyncio.CancelledError:
             raise
         except Exception as error:
+            if signal is not None and error is signal.reason:  # stopped: the signal's own reason, as it is
+                raise
             raise _provider_error(error) from error
-        text = raw.text
         try:
             response = json.loads(text)
         except ValueError:
@@ -159,6 +161,15 @@ def _adapter(
 
     model.__name__ = model.__qualname__ = name
     return model
+
+
+async def _fetch(create: Callable[..., Any], body: dict[str, Any]) -> str:
+    """Send the request and read the body as text: a property in openai 3, an async method in anthropic 2."""
+    raw = await create(**body)
+    text = raw.text
+    if callable(text):
+        text = text()
+    return await text if inspect.isawaitable(text) else text
 
 
 async def until_aborted(request: Any, signal: AbortSignal | None) -> Any:

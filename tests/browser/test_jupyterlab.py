@@ -187,6 +187,25 @@ def drive_weather(view: PlaygroundView, shot: Shot) -> None:
     shot("one-turn")
 
 
+def drive_recovery(view: PlaygroundView, shot: Shot) -> None:
+    """Two slips with one refusal allowed end the run; two allowed, it recovers; 0 is the exercise's contract."""
+    view.type_into_readout("max_refusals", 1)
+    view.type_into_readout("slips", 2)
+    view.choose("slip", 0)
+    status = view.wait_settled_as_expected({**view.settings(), "max_refusals": 1, "slips": 2, "slip": 0})
+    assert status.startswith("✗ UnknownToolError") and view.rows("refused") == 1, shot("budget-spent")
+    view.press("max_refusals", "ArrowRight")  # 1 → 2: both slips go back to the model
+    status = view.wait_settled_as_expected({**view.settings(), "max_refusals": 2})
+    assert status.startswith("✓ answered") and view.rows("refused") == 2, shot("recovered")
+    view.choose("slip", 2)  # a call with no id, beside a good one: both answered, the good one not run
+    status = view.wait_settled_as_expected({**view.settings(), "slip": 2})
+    assert status.startswith("✓ answered") and view.rows("not_run") == 2 == view.rows("refused"), shot("no-id")
+    view.press("max_refusals", "ArrowLeft", "ArrowLeft")  # 2 → 0: the first slip ends the run
+    status = view.wait_settled_as_expected({**view.settings(), "max_refusals": 0})
+    assert status.startswith("✗ ModelOutputError") and view.rows("refused") == 0, shot("zero")
+    shot("zero")
+
+
 DRIVERS: dict[str, Callable[[PlaygroundView, Shot], None]] = {
     "budgets": drive_budgets,
     "call_ids": drive_call_ids,
@@ -196,6 +215,7 @@ DRIVERS: dict[str, Callable[[PlaygroundView, Shot], None]] = {
     "deadline": drive_deadline,
     "limits": drive_limits,
     "weather": drive_weather,
+    "recovery": drive_recovery,
 }
 DRIVEN: set[str] = set()  # the playgrounds (and "desk") driven in this session
 RAN: set[Path] = set()  # the notebooks that ran clean in this session
