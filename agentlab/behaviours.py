@@ -1725,7 +1725,6 @@ __all__ += ["RECOVERY"]
 # A self-contained block with helpers of its own (prefixed _w): it only extends EXTRA_STEPS, RULES, ALL and __all__.
 # =====================================================================================================================
 
-import json  # noqa: E402 (this block's imports are kept with it)
 
 from agentlab.tools import Approval  # noqa: E402
 
