@@ -558,9 +558,9 @@ async def deadline_ignoring_signal(agent_loop: AgentLoop) -> None:
     started = time.perf_counter()
     await _rejects(log.watch(agent_loop("q", model, _lookup(log=log), timeout_ms=250)), "deadline", "whole_run")
     elapsed = time.perf_counter() - started
-    if elapsed > 0.25 + 0.5:
+    if elapsed > 0.25 + 0.8:
         raise BehaviourFailed(
-            "the deadline error within 0.5 s of timeout_ms=250", f"it took {elapsed:.2f} s", "whole_run"
+            "the deadline error within 0.8 s of timeout_ms=250", f"it took {elapsed:.2f} s", "whole_run"
         )
     await _quiet_after(log, "after the deadline", "ran_after_deadline")
 
@@ -1021,7 +1021,7 @@ async def model_sees_snapshot(agent_loop: AgentLoop) -> None:
 
 async def deadline_blocking_model(agent_loop: AgentLoop) -> None:
     """The deadline holds against a plain model that blocks its thread."""
-    for timeout_ms, sleep_s in ((15, 0.5), (150, 0.9)):
+    for timeout_ms, sleep_s in ((15, 1.2), (150, 1.5)):
 
         def model(messages: Any, signal: Any = None, *, sleep_s: float = sleep_s) -> dict[str, Any]:
             time.sleep(sleep_s)
@@ -1030,9 +1030,9 @@ async def deadline_blocking_model(agent_loop: AgentLoop) -> None:
         started = time.perf_counter()
         await _rejects(agent_loop("q", model, {}, timeout_ms=timeout_ms), "deadline", "blocking_model")
         elapsed = time.perf_counter() - started
-        if elapsed > timeout_ms / 1000 + 0.3:
+        if elapsed > timeout_ms / 1000 + 0.6:
             raise BehaviourFailed(
-                f"the deadline error within 0.3 s of timeout_ms={timeout_ms}, from a model that blocks for {sleep_s} s",
+                f"the deadline error within 0.6 s of timeout_ms={timeout_ms}, from a model that blocks for {sleep_s} s",
                 f"it took {elapsed:.2f} s",
                 "blocked_loop",
             )
@@ -1063,7 +1063,7 @@ async def deadline_covers_tools(agent_loop: AgentLoop) -> None:
 
     # a plain tool that blocks its thread
     def block(value: Any, signal: Any = None) -> Any:
-        time.sleep(0.8)
+        time.sleep(1.2)
         return "too late"
 
     model = _tools_model([{"id": _names.id(1), "name": "block", "args": {}}])
@@ -1073,9 +1073,9 @@ async def deadline_covers_tools(agent_loop: AgentLoop) -> None:
         "deadline",
         "blocking_tool",
     )
-    if (elapsed := time.perf_counter() - started) > 0.05 + 0.35:
+    if (elapsed := time.perf_counter() - started) > 0.05 + 0.6:
         raise BehaviourFailed(
-            "the deadline error within 0.35 s of timeout_ms=50, from a tool that blocks for 0.8 s",
+            "the deadline error within 0.6 s of timeout_ms=50, from a tool that blocks for 1.2 s",
             f"it took {elapsed:.2f} s",
             "blocking_tool",
         )
@@ -1093,9 +1093,9 @@ async def deadline_covers_tools(agent_loop: AgentLoop) -> None:
         "deadline",
         "per_step",
     )
-    if (elapsed := time.perf_counter() - started) > 0.35 + 0.4:
+    if (elapsed := time.perf_counter() - started) > 0.35 + 0.8:
         raise BehaviourFailed(
-            "the deadline error within 0.4 s of timeout_ms=350, in a run of many 80 ms tool calls",
+            "the deadline error within 0.8 s of timeout_ms=350, in a run of many 80 ms tool calls",
             f"it took {elapsed:.2f} s",
             "per_step",
         )
@@ -1118,7 +1118,7 @@ async def signal_aborted_on_deadline(agent_loop: AgentLoop) -> None:
         before.append(getattr(signal, "aborted", None))
         return await _hang()
 
-    await _rejects(agent_loop("q", model, {}, timeout_ms=15), "deadline", "signal_model")
+    await _rejects(agent_loop("q", model, {}, timeout_ms=200), "deadline", "signal_model")
     if not signals or signals[0] is None:
         raise BehaviourFailed("the model to be given a signal", "it was given None", "signal_not_aborted")
     if before[0] is not False:
@@ -1142,7 +1142,7 @@ async def signal_aborted_on_deadline(agent_loop: AgentLoop) -> None:
 
     model = _tools_model([{"id": _names.id(1), "name": "hang", "args": {}}])
     await _rejects(
-        agent_loop("q", model, {"hang": Tool(validate=lambda args: None, run=hang_tool)}, timeout_ms=15),
+        agent_loop("q", model, {"hang": Tool(validate=lambda args: None, run=hang_tool)}, timeout_ms=200),
         "deadline",
         "tool_signal",
     )
@@ -1153,7 +1153,7 @@ async def signal_aborted_on_deadline(agent_loop: AgentLoop) -> None:
     # with a signal from outside: the run's own signal is aborted, the caller's is not touched
     outside, signals = AbortController(), []
     await _rejects(
-        agent_loop("q", model_of(signals), {}, timeout_ms=15, signal=outside.signal), "deadline", "signal_model"
+        agent_loop("q", model_of(signals), {}, timeout_ms=200, signal=outside.signal), "deadline", "signal_model"
     )
     if outside.signal.aborted or not signals or getattr(signals[0], "aborted", None) is not True:
         raise BehaviourFailed(
@@ -1188,8 +1188,8 @@ async def abort_midway(agent_loop: AgentLoop) -> None:
     error = await _rejects(
         agent_loop("q", model, {}, timeout_ms=5000, signal=controller.signal), "user pressed stop", "abort_midway"
     )
-    if time.perf_counter() - started > 0.5:
-        raise BehaviourFailed("the run to stop within 0.5 s of the abort", "it took longer", "abort_slow")
+    if (elapsed := time.perf_counter() - started) > 1.0:
+        raise BehaviourFailed("the run to stop within 1 s of the abort", f"it took {elapsed:.2f} s", "abort_slow")
     if error is not reason:
         raise BehaviourFailed(
             "the very exception given to abort() to be raised (error is signal.reason)",
@@ -1207,14 +1207,14 @@ async def abort_midway(agent_loop: AgentLoop) -> None:
         reason = Cancelled(f"stopped in {where} ({n.done})")
 
         def block(messages: Any, signal: Any = None) -> Any:
-            time.sleep(0.6)
+            time.sleep(1.5)
             return {"kind": "final", "text": "too late"}
 
         async def slow(value: Any, signal: Any = None, *, log: _Log = log) -> Any:
             log.ran.append(value)
             log.tool_signals.append(signal)
             log.mark("tool run")
-            await asyncio.sleep(0.6)
+            await asyncio.sleep(1.5)
             return "too late"
 
         if where == "tool":
@@ -1229,9 +1229,9 @@ async def abort_midway(agent_loop: AgentLoop) -> None:
             re.escape(str(reason)),
             clue,
         )
-        if (elapsed := time.perf_counter() - started) > 0.1 + 0.35:
+        if (elapsed := time.perf_counter() - started) > 0.1 + 0.7:
             raise BehaviourFailed(
-                f"the run to stop within 0.35 s of an abort that came while a {where} ran",
+                f"the run to stop within 0.7 s of an abort that came while a {where} ran",
                 f"it took {elapsed:.2f} s",
                 clue,
             )
