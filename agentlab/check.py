@@ -487,6 +487,12 @@ _NOT_A_RESULT = (
     "Return `AgentResult(text=..., history=..., usage=Usage(...))` (from agentlab) when the model answers: "
     "the behaviours read result.text and result.history as attributes.",
 )
+_NO_MAX_REFUSALS = (
+    "diagnosis/no_max_refusals",
+    "The recovery rows call agent_loop(..., max_refusals=N), beyond the workbooks' contract: add "
+    "`max_refusals=0` to its keyword arguments, keep the exercise's behaviour when it is 0, and give up to N "
+    "refused batches back to the model otherwise (notebook 11).",
+)
 _NEVER_AWAITED = (
     "diagnosis/never_awaited",
     "Python warned that a coroutine was never awaited: somewhere you call an async function (the model, "
@@ -956,6 +962,8 @@ def hint_for(
     wrong signature, a result that is not an AgentResult) comes first; then the
     most specific entry of `HINTS` for the behaviour and its clue.
     """
+    if "keyword argument 'max_refusals'" in happened:  # a loop written for the workbooks, checked for recovery
+        return _NO_MAX_REFUSALS
     for cause in causes:
         for kind, diagnosis in _DIAGNOSES.items():
             if isinstance(cause, kind):
