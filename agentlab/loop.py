@@ -399,6 +399,10 @@ class _Run:
         try:
             return await self.model(snapshot, self.controller.signal)
         except AgentError as error:  # an adapter's own verdict: keep it, add the history
+            tokens = getattr(error, "tokens", None)
+            if _token_counts(tokens):  # a real model's answer the adapter refused was still paid for
+                self.usage.input_tokens += tokens["input_tokens"]
+                self.usage.output_tokens += tokens["output_tokens"]
             raise self.attach(error) from error.__cause__
         except BaseException as error:
             if _passes_through(error):
