@@ -44,6 +44,7 @@ from agentlab.jsonc import compact_json
 from agentlab.loop import AgentResult, Messages, Usage, agent_loop
 from agentlab.sync import agent_loop_sync
 from agentlab.tools import Approval, Tool, ToolCall, parse_lookup_args
+from agentlab.trace import render_text  # print(render_text(result)) in a script: the trace, not the dataclass
 
 __version__ = "0.1.0"
 
@@ -81,4 +82,5 @@ __all__ = [
     "compact_json",
     "from_decider",
     "parse_lookup_args",
+    "render_text",
 ]

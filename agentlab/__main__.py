@@ -1,11 +1,11 @@
 """Command line: `python -m agentlab demo` runs the tutorial's weather agent.
 
 python -m agentlab demo                        # Pune: rain, 18°C, with its trace
-python -m agentlab demo --max-turns 1          # a tripped limit: one line, exit code 1
+python -m agentlab demo --max-turns 1          # a tripped limit: the trace, an `error:` line, exit code 1
 python -m agentlab demo --case unknown-tool    # the tutorial's boundary cases
 python -m agentlab check solution.py           # the student checker: exit 0 only when every behaviour passes
 python -m agentlab grade submissions/          # every submission in a folder: grades.csv and a feedback file each
-python -m agentlab student                     # write the student versions of the workbooks
+python -m agentlab student                     # release the workbooks (nbgrader) where learners work
 """
 
 from __future__ import annotations
@@ -43,18 +43,38 @@ def _demo(options: argparse.Namespace) -> int:
         print(render_text(error))
         print(f"error: {error}", file=sys.stderr)
         return 1
-    print(render_text(result))
-    print(result.text)
+    print(render_text(result))  # its first line is the answer: not printed a second time
     return 0
+
+
+# What each --case's model proposes, for --help.
+CASES = {
+    "weather": "asks getWeather for Pune, then answers (the tutorial's agent)",
+    "unknown-tool": "proposes deleteEverything, a tool that does not exist: UnknownToolError",
+    "invalid-city": 'proposes getWeather with {"city": 42}: ToolArgsError',
+    "same-call-twice": "proposes the same getWeather call twice: RepeatedCallError",
+}
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m agentlab", description="agentlab: a bounded agent loop to learn from"
+        prog="python -m agentlab",
+        description="agentlab: a bounded agent loop to learn from",
+        epilog=__doc__.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="run the tutorial's weather agent and print its trace")
-    demo.add_argument("--case", choices=["weather", *BOUNDARY_CASES], default="weather", help="what the model proposes")
+    demo = commands.add_parser(
+        "demo",
+        help="run the tutorial's weather agent and print its trace",
+        description="Run the tutorial's weather agent with a fake model, print its trace; exit 1 if a rule stops it.",
+        epilog="cases (--case):\n"
+        + "\n".join(f"  {name:<16} {what}" for name, what in CASES.items())
+        + "\n\nexamples:\n  python -m agentlab demo --max-turns 1\n  python -m agentlab demo --case unknown-tool"
+        + "\n  python -m agentlab demo --timeout-ms 50 --delay-ms 200",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    demo.add_argument("--case", choices=list(CASES), default="weather", help="what the model proposes (see below)")
     demo.add_argument("--max-turns", type=int, default=5, help="model calls at most (default 5, as in the tutorial)")
     demo.add_argument("--max-calls", type=int, default=8, help="tool runs at most (default 8)")
     demo.add_argument("--timeout-ms", type=float, default=5000, help="deadline for the whole run (default 5000)")
@@ -82,8 +102,10 @@ def _parser() -> argparse.ArgumentParser:
     grader.add_argument("--jobs", type=int, default=None, help="submissions graded at once (default: CPU count)")
     grader.add_argument("--bound-s", type=float, default=None, help="give up on a behaviour after this long (4)")
     grader.set_defaults(handler=_grade)
-    student = commands.add_parser("student", help="write the student versions of notebooks/exercises/ workbooks")
-    student.add_argument("--check", action="store_true", help="only list stale student versions; exit 1 if any")
+    student = commands.add_parser(
+        "student", help="release the workbooks with nbgrader into notebooks/exercises/, keeping learners' edits"
+    )
+    student.add_argument("--check", action="store_true", help="only list stale learners' copies; exit 1 if any")
     student.set_defaults(handler=_student)
     return parser
 
@@ -121,14 +143,25 @@ def _grade(options: argparse.Namespace) -> int:
 def _student(options: argparse.Namespace) -> int:
     from agentlab import student
 
-    if options.check:
-        problems = student.stale()
-        for problem in problems:
-            print(f"stale: {problem}", file=sys.stderr)
-        return 1 if problems else 0
-    for path in student.write():
+    try:
+        if options.check:
+            problems = student.stale()
+            for problem in problems:
+                print(f"stale: {problem}", file=sys.stderr)
+            return 1 if problems else 0
+        outcome = student.write()
+    except student.WorkbookError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for path in outcome.written:
         print(f"wrote {path.relative_to(student.ROOT)}")
-    return 0
+    for path in outcome.kept:
+        print(
+            f"kept {path.relative_to(student.ROOT)}: it has a learner's edits; the new version is "
+            f"{(student.RELEASE / path.name).relative_to(student.ROOT)}",
+            file=sys.stderr,
+        )
+    return 1 if outcome.kept else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

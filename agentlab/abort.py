@@ -54,16 +54,18 @@ class AbortSignal:
         if self._event.is_set():
             raise self._reason  # type: ignore[misc]
 
-    def add_callback(self, callback: Callback) -> Callable[[], None]:
+    def add_callback(self, callback: Callback, *, first: bool = False) -> Callable[[], None]:
         """Call `callback(reason)` once on abort (at once if already aborted).
 
         Returns a function that unregisters the callback. The callback runs in
         the thread that aborts; use `loop.call_soon_threadsafe` inside it to
-        touch asyncio objects.
+        touch asyncio objects. `first=True` puts it before those registered
+        already: the loop's own wake-up does, so that a slow listener cannot
+        delay it.
         """
         with self._lock:
             if not self._event.is_set():
-                self._callbacks.append(callback)
+                self._callbacks.insert(0, callback) if first else self._callbacks.append(callback)
                 return lambda: self._discard(callback)
         callback(self._reason)  # type: ignore[arg-type]
         return lambda: None

@@ -24,9 +24,17 @@ The soak and stress commands in `benchmarks/` use the same two functions.
 Every callee here is bounded in time (at most about `NEVER_S`), so a run that
 abandons one can still be checked for leaked tasks and threads once it returns.
 An async callee that blocks the event loop's own thread is left out: no loop
-can keep a deadline then. So are tools with `writes=True` and the `approve`
-policy, for now: they have invariants of their own (approved writes only, one
-answer per write even when stopped mid-write) that `check` does not know yet.
+can keep a deadline then (`agent_loop_sync` can: see its regression tests).
+
+Issue 14 added the classes it found: tools with `writes=True` that honour the
+stop, ignore it, or commit and then fail, and `approve` policies that answer
+anything (`Approval("no")`, a forged field, a reason that is not a string, a
+raise); abort listeners that raise or block; decisions whose size (a batch of
+200,000 calls) or hashing (a key whose `__hash__` sleeps) is hostile; `str`
+and `int` subclasses that lie about their length or value, as input, limits,
+args, ids and results; and runs through `agent_loop_sync` (`via_sync`),
+interrupted the way `asyncio.run` delivers Ctrl-C (a cancellation of the
+waiting task). `check` has an invariant for each.
 
 This module needs hypothesis (a test dependency); `import agentlab` does not import it.
 """
@@ -37,6 +45,8 @@ import asyncio
 import contextlib
 import contextvars
 import itertools
+import json
+import logging
 import math
 import sys
 import threading
@@ -58,7 +68,8 @@ from agentlab.errors import (
 )
 from agentlab.jsonc import compact_json, copy_json
 from agentlab.loop import AgentResult, agent_loop
-from agentlab.tools import Tool
+from agentlab.sync import agent_loop_sync
+from agentlab.tools import Approval, Tool
 
 # The longest any adversary holds on: a "never" callee that blocks its thread
 # gives up after this long, so that a test can wait for it to end.
@@ -177,12 +188,32 @@ class ToolRun:
 
 @dataclass(frozen=True)
 class ToolPlan:
-    """A tool: what its validate does, and its runs in turn (the last one repeats)."""
+    """A tool: what its validate does, and its runs in turn (the last one repeats).
+
+    `writes` names how a tool with `writes=True` behaves at its commit (see
+    WRITE_KINDS); None for a tool that only reads. `listener` is an abort
+    listener its runs add to the run's signal: "raise" or "block".
+    """
 
     validate: str = "accept"  # accept, parse, reject_marked, reject:<exception tag>, awaitable
     runs: tuple[ToolRun, ...] = (ToolRun(),)
     sync: bool = False
     arity: int = 3  # how many of (value, signal, call) run takes; -1 for *args
+    writes: str | None = None
+    listener: str | None = None
+
+
+# How a write behaves: "honours" the stop (rolls back and says so, rolled_back=True); "deaf" to it (commits
+# whatever happens); "fails_after_commit" (commits, then raises: only "outcome unknown" is true of it).
+WRITE_KINDS = ("honours", "deaf", "fails_after_commit")
+
+
+@dataclass(frozen=True)
+class Approve:
+    """One answer of the approval policy: `answer` names it (see APPROVALS), `timing` when it comes."""
+
+    answer: str = "yes"
+    timing: Timing = Timing()
 
 
 @dataclass(frozen=True)
@@ -213,6 +244,12 @@ class Scenario:
     model_sync: bool = False
     model_arity: int = 2
     abort: AbortPlan | None = None
+    approve: tuple[Approve, ...] | None = None  # the approval policy's answers in turn (the last repeats)
+    max_writes: int = 4
+    write_grace_ms: int = 1000
+    listeners: tuple[str, ...] = ()  # abort listeners on the outside signal: "raise", "block"
+    lying: bool = False  # input and limits are str/int subclasses that lie about themselves
+    via_sync: bool = False  # run through agent_loop_sync on a cell-like coroutine of its own thread
 
 
 # -- hostile values and exceptions, made fresh for each run -----------------------------------
@@ -276,6 +313,53 @@ class HostileKey:
     __str__ = __repr__
 
 
+class LyingStr(str):
+    """A string that says it is one character long, and falsy."""
+
+    def __len__(self) -> int:
+        return 1
+
+    def __bool__(self) -> bool:
+        return False
+
+
+class LyingInt(int):
+    """An int that says it is less than nothing, and 1,000 as an int(): a limit of 2 that would allow 1,000."""
+
+    def __lt__(self, other: object) -> bool:
+        return False
+
+    def __int__(self) -> int:
+        return 1000
+
+    __index__ = __int__
+
+
+class SlowHashKey(str):
+    """A key whose __hash__ sleeps once armed (after its dict is built): reading it must not hash it."""
+
+    armed = False
+
+    def __hash__(self) -> int:
+        if self.armed:
+            time.sleep(SLOW_HASH_S)
+        return str.__hash__(self)
+
+
+class SlowHashDict(dict):
+    """A dict subclass (a copy that rebuilt it would hash each key again) holding a SlowHashKey."""
+
+
+SLOW_HASH_S = 0.5
+
+
+def _slow_hash() -> dict[Any, Any]:
+    key = SlowHashKey("k")
+    value = SlowHashDict({key: 1})
+    key.armed = True
+    return value
+
+
 def _nested(depth: int) -> list[Any]:
     value: list[Any] = []
     for _ in range(depth):
@@ -309,6 +393,9 @@ HOSTILE: dict[str, Callable[[], Any]] = {
     "tuple": lambda: (1, "two"),
     "big_float": lambda: 1e308,
     "surrogate": lambda: "\ud800x",
+    "lying_str": lambda: LyingStr("lies about its length"),
+    "lying_int": lambda: LyingInt(7),
+    "slow_hash": _slow_hash,
 }
 
 
@@ -343,6 +430,43 @@ EXCEPTIONS: dict[str, Callable[[], BaseException]] = {
 def exception(tag: str) -> BaseException:
     """A fresh exception for `tag`."""
     return EXCEPTIONS[tag]()
+
+
+def _forged(allowed: Any = True, reason: Any = "") -> Approval:
+    """An Approval whose fields were set by hand, past its checks."""
+    approval = Approval(True)
+    object.__setattr__(approval, "allowed", allowed)
+    object.__setattr__(approval, "reason", reason)
+    return approval
+
+
+class RaisingBool(str):
+    """A reason whose truth value raises."""
+
+    def __bool__(self) -> bool:
+        raise RuntimeError("hostile bool")
+
+
+# What an approval policy may answer. Only "yes" and "approve" allow a write; anything else must not run it.
+APPROVALS: dict[str, Callable[[], Any]] = {
+    "yes": lambda: True,
+    "approve": lambda: Approval(True),
+    "no": lambda: False,
+    "deny": lambda: Approval(False, "not today"),
+    "deny_lying_reason": lambda: Approval(False, LyingStr("a reason")),
+    "deny_raising_reason": lambda: Approval(False, RaisingBool("a reason")),
+    "string_no": lambda: "no",
+    "list_false": lambda: [False],
+    "one": lambda: 1,
+    "none": lambda: None,
+    "forged_string": lambda: _forged("no"),
+    "forged_list": lambda: _forged([False]),
+    "forged_reason_object": lambda: _forged(False, object()),
+    "forged_reason_nan": lambda: _forged(False, math.nan),
+    "constructs_approval_no": lambda: Approval("no"),  # raises ConfigError inside the policy
+    "raises": lambda: exception("value"),
+}
+ALLOWING = ("yes", "approve")
 
 
 ABORT_REASONS: dict[str, Callable[[], BaseException | str | None]] = {
@@ -399,7 +523,7 @@ args = _weighted(
 )
 ids = _weighted(
     (10, st.just(FRESH_ID)),
-    (2, st.sampled_from(["c1", "c2", "same"])),
+    (5, st.sampled_from(["c1", "c2", "same"])),  # duplicate ids: reached 24 times in 100,000 before issue 14
     (1, st.sampled_from(["", 0, None, 1.5, ["c1"], {"id": "c1"}])),
     (1, st.sampled_from(["weird_str", "bad_repr", "huge_str", "surrogate"]).map(Hostile)),
 )
@@ -471,6 +595,11 @@ decisions = _weighted(
             lambda n, item: {"kind": "tools", "calls": Mark("repeat", n, item)}, st.sampled_from([0, 2, 300]), calls
         ),
     ),
+    (  # the same call again with a fresh id, in this batch or the next turn: reached 3 times in 100,000 before
+        3,
+        st.builds(lambda n, item: {"kind": "tools", "calls": Mark("repeat_fresh", n, item)}, st.integers(1, 3), calls),
+    ),
+    (1, st.builds(lambda item: {"kind": "tools", "calls": Mark("huge", HUGE_BATCH, item)}, calls)),
     (2, st.sampled_from(MALFORMED_DECISIONS)),
     (1, hostiles),
 )
@@ -493,6 +622,16 @@ tool_runs = st.builds(
     raises=_weighted((10, st.none()), (1, exceptions)),
     mutates=_weighted((3, st.just(False)), (1, st.just(True))),
 )
+HUGE_BATCH = 200_000  # calls in a "huge" batch: refusing it must cost what refusing a few does
+write_plans = st.builds(
+    ToolPlan,
+    validate=_weighted((6, st.just("accept")), (1, st.just("reject_marked"))),
+    runs=st.lists(st.builds(ToolRun, result=json_values(3), timing=timings), min_size=1, max_size=2).map(tuple),
+    sync=st.booleans(),
+    arity=st.just(3),
+    writes=st.sampled_from(WRITE_KINDS),
+    listener=_weighted((4, st.none()), (1, st.sampled_from(["raise", "block"]))),
+)
 tool_plans = st.builds(
     ToolPlan,
     validate=_weighted(
@@ -505,6 +644,10 @@ tool_plans = st.builds(
     runs=st.lists(tool_runs, min_size=1, max_size=3).map(tuple),
     sync=st.booleans(),
     arity=st.sampled_from([3, 2, 1, 0, -1]),
+    listener=_weighted((8, st.none()), (1, st.sampled_from(["raise", "block"]))),
+)
+approves = st.builds(
+    Approve, _weighted((6, st.sampled_from(ALLOWING)), (4, st.sampled_from(sorted(APPROVALS)))), timings
 )
 aborts = st.builds(AbortPlan, st.integers(0, 40), st.booleans(), st.sampled_from([*sorted(ABORT_REASONS), "cancel"]))
 inputs = _weighted((4, st.text(max_size=12)), (1, st.just("")))
@@ -512,8 +655,35 @@ quick_timeouts = _weighted((6, st.integers(0, 30)), (1, st.just(200)))
 
 
 scenario_turns = st.lists(model_turns, min_size=1, max_size=5).map(tuple)
+
+# A model that behaves, mostly: well formed calls to the scenario's tools, at once. Without it, the branches
+# past the checks (writes and their approval, duplicate ids across turns, repeats) are reached only rarely.
+clean_calls = st.builds(
+    lambda call_id, n, args: {"id": call_id, "name": Mark("tool", n), "args": args},
+    _weighted((3, st.just(FRESH_ID)), (1, st.sampled_from(["c1", "c2"]))),
+    st.integers(0, 2),
+    _weighted((3, st.just({})), (1, st.dictionaries(st.sampled_from(["id", "n"]), st.integers(0, 2), max_size=2))),
+)
+clean_decisions = _weighted(
+    (6, st.lists(clean_calls, min_size=1, max_size=3).map(lambda batch: {"kind": "tools", "calls": batch})),
+    (
+        2,
+        st.builds(
+            lambda n, item: {"kind": "tools", "calls": Mark("repeat_fresh", n, item)}, st.integers(1, 2), clean_calls
+        ),
+    ),
+    (1, st.builds(lambda text: {"kind": "final", "text": text}, st.text(max_size=8))),
+    (1, decisions),
+)
+clean_turns = st.lists(
+    st.builds(ModelTurn, decision=clean_decisions, timing=_weighted((6, st.just(Timing())), (1, timings))),
+    min_size=1,
+    max_size=5,
+).map(tuple)
 scenario_tools = st.lists(
-    st.tuples(st.sampled_from(TOOL_NAMES), tool_plans), max_size=3, unique_by=lambda pair: pair[0]
+    st.tuples(st.sampled_from(TOOL_NAMES), _weighted((3, tool_plans), (1, write_plans))),
+    max_size=3,
+    unique_by=lambda pair: pair[0],
 ).map(tuple)
 chars_near = st.integers(-1, 1)
 chars_any = _weighted((3, st.integers(0, 300)), (2, st.just(None)), (2, st.just(50_000)))  # None: near the input
@@ -532,9 +702,12 @@ def scenarios(draw: st.DrawFn, timeouts: st.SearchStrategy[int] = quick_timeouts
     """
     text = draw(inputs)
     max_chars = draw(chars_any)
+    tools = draw(scenario_tools)
+    writes = any(plan.writes for _, plan in tools)
+    abort = draw(maybe_aborts)
     return Scenario(
-        turns=draw(scenario_turns),
-        tools=draw(scenario_tools),
+        turns=draw(_weighted((3, scenario_turns), (2, clean_turns))),
+        tools=tools,
         input=text,
         max_turns=draw(turn_limits),
         max_calls=draw(call_limits),
@@ -543,14 +716,24 @@ def scenarios(draw: st.DrawFn, timeouts: st.SearchStrategy[int] = quick_timeouts
         forbid_repeats=draw(st.booleans()),
         model_sync=draw(st.booleans()),
         model_arity=draw(model_arities),
-        abort=draw(maybe_aborts),
+        abort=abort,
+        approve=draw(_weighted((6, st.lists(approves, min_size=1, max_size=3).map(tuple)), (1, st.none())))
+        if writes
+        else None,
+        max_writes=draw(_weighted((3, st.just(4)), (1, st.integers(0, 2)))) if writes else 4,
+        write_grace_ms=draw(st.integers(0, 40)) if writes else 1000,
+        listeners=draw(_weighted((6, st.just(())), (1, st.lists(st.sampled_from(["raise", "block"]), max_size=2))))
+        if abort is not None and abort.from_thread  # a listener that blocks the loop's own thread is the caller's
+        else draw(_weighted((6, st.just(())), (1, st.just(("raise",))))),
+        lying=draw(_weighted((8, st.just(False)), (1, st.just(True)))),
+        via_sync=draw(_weighted((12, st.just(False)), (1, st.just(True)))),
     )
 
 
 # Hostile values whose cost is CPU time on the event loop's thread (walking them,
 # copying them, writing them out): one is a fine test of the loop, a thousand at
 # once only measure how busy one event loop can get.
-HEAVY = ("very_deep", "'deep'", "huge_str", "huge_int", "huge_message", "n=300")
+HEAVY = ("very_deep", "'deep'", "huge_str", "huge_int", "huge_message", "n=300", "'huge'", "slow_hash", "via_sync=True")
 
 
 def is_light(scenario: Scenario) -> bool:
@@ -622,6 +805,12 @@ class World:
         self.problems: list[str] = []  # what the adversaries saw go wrong as it happened
         self.abort_at: float | None = None
         self.shared: dict[str, Any] = {}  # the SHARED hostile values, built once
+        self.asked: dict[str, str] = {}  # write call id -> the approval policy's answer (an APPROVALS tag)
+        self.approvals = 0
+        self.writes: dict[str, str] = {}  # write call id -> "started", "committed" or "rolled back"
+        self.inspect_from: float | None = None  # when a model handed over a decision of hostile size or hashing
+        self.inspect_gap: float | None = None  # how long until the loop did anything after it
+        self.alone = False
 
     # -- bookkeeping shared by model and tools
 
@@ -634,6 +823,11 @@ class World:
     def leave(self) -> None:
         with self.lock:
             self.in_flight -= 1
+
+    def event(self, now: float | None = None) -> None:
+        """The loop did something after a hostile decision: how long it spent inspecting it."""
+        if self.inspect_from is not None and self.inspect_gap is None:
+            self.inspect_gap = (now or time.perf_counter()) - self.inspect_from
 
     def context_now(self) -> int:
         """The history size right now, as far as the adversaries can tell (for *_to_limit)."""
@@ -665,6 +859,15 @@ class World:
                 return "x" * max(0, scenario.max_chars + spec.n)
             if spec.what == "result_to_limit":
                 return "x" * max(0, scenario.max_chars - self.context_now() - 2 + spec.n)
+            if spec.what == "huge":  # one call, many times: cheap to make, costly only to a loop that copies it
+                return [self.materialize(spec.item)] * spec.n
+            if spec.what == "repeat_fresh":  # the same name and args, each with an id of its own
+                one = self.materialize(spec.item)
+                copies = [dict(one) if type(one) is dict else one for _ in range(spec.n)]
+                for copy in copies:
+                    if type(copy) is dict:
+                        copy["id"] = f"t{self.model_calls}c{next(self.fresh)}"
+                return copies
             count = spec.n
             if spec.what == "batch_to_limit":
                 count = max(0, scenario.max_calls - len(self.runs) + spec.n)
@@ -682,6 +885,7 @@ class World:
         return turns[min(turn, len(turns)) - 1]
 
     def model_begins(self, messages: Any, on_loop_thread: bool) -> ModelTurn:
+        self.event()
         self.enter("model", on_loop_thread)
         self.model_calls += 1
         plan = self.plan_for(self.model_calls)
@@ -693,10 +897,13 @@ class World:
 
     def propose(self, plan: ModelTurn) -> Any:
         decision = self.materialize(plan.decision)
+        heavy = any(tag in repr(plan.decision) for tag in ("'huge'", "slow_hash"))
         try:
-            self.proposals.append(copy_json(decision))
+            self.proposals.append(NOT_JSON if heavy else copy_json(decision))  # a huge one is refused whole
         except Exception:
             self.proposals.append(NOT_JSON)
+        if heavy:
+            self.inspect_from, self.inspect_gap = time.perf_counter(), None
         if plan.mutates:
             self.returned.append(decision)
         return decision
@@ -740,6 +947,7 @@ class World:
     # -- the tools
 
     def validate(self, name: str, plan: ToolPlan, args: Any) -> Any:
+        self.event()
         try:
             seen = copy_json(args)
         except Exception as error:
@@ -759,6 +967,7 @@ class World:
         return record.output if kind == "parse" else None
 
     def tool_begins(self, name: str, plan: ToolPlan, value: Any, on_loop_thread: bool) -> tuple[ToolRun, RunRecord]:
+        self.event()
         self.enter(f"tool {name}", on_loop_thread)
         turn = self.model_calls
         index = sum(1 for r in self.runs if r.turn == turn)
@@ -802,23 +1011,105 @@ class World:
         async def run(value: Any = None, signal: AbortSignal | None = None, call: Any = None) -> Any:
             step, record = world.tool_begins(name, plan, value, on_loop_thread=True)
             try:
+                world.begin(plan, call, signal)
                 await _wait_async(step.timing, signal)
-                return world.result_of(step, record, value, call)
+                return world.commit(plan, call, signal, world.result_of(step, record, value, call), record)
             finally:
                 world.leave()
 
         def run_sync(value: Any = None, signal: AbortSignal | None = None, call: Any = None) -> Any:
             step, record = world.tool_begins(name, plan, value, on_loop_thread=False)
             try:
+                world.begin(plan, call, signal)
                 _wait_sync(step.timing, signal)
-                return world.result_of(step, record, value, call)
+                return world.commit(plan, call, signal, world.result_of(step, record, value, call), record)
             finally:
                 world.leave()
 
         return Tool(
             validate=lambda args: world.validate(name, plan, args),
             run=_with_arity(run_sync if plan.sync else run, plan.arity, 3),
+            writes=plan.writes is not None,
         )
+
+    def begin(self, plan: ToolPlan, call: Any, signal: AbortSignal | None) -> None:
+        """A tool run starts: add its abort listener; a write must have been approved, for real."""
+        if plan.listener is not None and signal is not None:
+            signal.add_callback(LISTENERS[plan.listener])
+        if plan.writes is not None:
+            key = getattr(call, "id", None)
+            self.writes[key] = "started"
+            if self.asked.get(key) not in ALLOWING:
+                self.problems.append(f"write {key!r} ran, and the policy's answer was {self.asked.get(key)!r}")
+
+    def commit(self, plan: ToolPlan, call: Any, signal: AbortSignal | None, result: Any, record: RunRecord) -> Any:
+        """A write's last step: roll back if stopped (and say so), or commit; maybe fail after the commit."""
+        if plan.writes is None:
+            return result
+        key = getattr(call, "id", None)
+        if plan.writes == "fails_after_commit" or (plan.writes == "honours" and signal is not None and signal.aborted):
+            record.content = None  # it raises: it returned nothing
+        if plan.writes == "honours" and signal is not None and signal.aborted:
+            self.writes[key] = "rolled back"
+            raise RolledBack(f"rolled back: write {key!r} was stopped before its commit")
+        self.writes[key] = "committed"
+        if plan.writes == "fails_after_commit":
+            raise OSError(f"write {key!r} committed, then lost its connection")
+        return result
+
+    def policy(self) -> Callable[..., Any]:
+        """The scenario's approval policy: its answers in turn, each when its timing says."""
+        world = self
+        answers = self.scenario.approve or ()
+
+        def begin(call: Any) -> Approve:
+            world.event()
+            plan = answers[min(world.approvals, len(answers) - 1)]
+            world.approvals += 1
+            world.asked[getattr(call, "id", "")] = plan.answer
+            return plan
+
+        def answer(plan: Approve) -> Any:
+            value = APPROVALS[plan.answer]()
+            if isinstance(value, BaseException):
+                raise value
+            return value
+
+        async def policy(call: Any, signal: AbortSignal) -> Any:
+            plan = begin(call)
+            world.enter("approval", True)
+            try:
+                await _wait_async(plan.timing, signal)
+                return answer(plan)
+            finally:
+                world.leave()
+
+        def policy_sync(call: Any, signal: AbortSignal) -> Any:
+            plan = begin(call)
+            world.enter("approval", False)
+            try:
+                _wait_sync(plan.timing, signal)
+                return answer(plan)
+            finally:
+                world.leave()
+
+        return policy_sync if self.scenario.model_sync else policy
+
+
+class RolledBack(RuntimeError):
+    """How a write reports that it rolled back."""
+
+    rolled_back = True
+
+
+def _raising_listener(reason: BaseException) -> None:
+    raise ValueError("a hostile abort listener")
+
+
+LISTENERS: dict[str, Callable[[BaseException], Any]] = {
+    "raise": _raising_listener,
+    "block": lambda reason: time.sleep(0.1),  # in the aborting thread: the loop must not wait for it
+}
 
 
 def _call_soon_threadsafe(loop: asyncio.AbstractEventLoop, callback: Callable[[], Any]) -> None:
@@ -944,10 +1235,11 @@ def _record_log(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> Non
     LOGGED.append(f"the event loop logged: {context.get('message')} {context.get('exception')!r}")
 
 
-async def play(scenario: Scenario, margin_ms: float = MARGIN_MS) -> Report:
+async def play(scenario: Scenario, margin_ms: float = MARGIN_MS, alone: bool = False) -> Report:
     """Run one scenario on the running loop (prepared with `install`), then check every invariant."""
     STALLS.start()
     world = World(scenario)
+    world.alone = alone  # played with no other scenario on its event loop: its gaps are its own
     token = _world.set(world)
     try:
         return await _play(world, margin_ms)
@@ -961,6 +1253,23 @@ async def _play(world: World, margin_ms: float) -> Report:
     model = world.model()
     tools = {name: world.tool(name, plan) for name, plan in scenario.tools}
     controller = AbortController() if scenario.abort is not None and scenario.abort.reason != "cancel" else None
+    if controller is not None:
+        for tag in scenario.listeners:
+            controller.signal.add_callback(LISTENERS[tag])
+    lie: Callable[[Any], Any] = (lambda value: value) if not scenario.lying else LyingInt
+    options = dict(
+        max_turns=lie(scenario.max_turns),
+        max_calls=lie(scenario.max_calls),
+        timeout_ms=scenario.timeout_ms,
+        max_chars=lie(scenario.max_chars),
+        forbid_repeats=scenario.forbid_repeats,
+        signal=controller.signal if controller is not None else None,
+        approve=world.policy() if scenario.approve is not None else None,
+        max_writes=lie(scenario.max_writes),
+        write_grace_ms=scenario.write_grace_ms,
+    )
+    text = LyingStr(scenario.input) if scenario.lying else scenario.input
+    cell: dict[str, Any] = {"lock": threading.Lock()}  # via_sync: the cell-like task in agent_loop_sync
     seen: dict[str, float] = {}  # when plain callbacks ran: at the deadline, and just after the abort
     sentinels: list[asyncio.TimerHandle] = []
 
@@ -969,17 +1278,9 @@ async def _play(world: World, margin_ms: float) -> Report:
         sentinels.append(
             loop.call_later(scenario.timeout_ms / 1000, lambda: seen.setdefault("deadline", time.perf_counter()))
         )
-        return await agent_loop(
-            scenario.input,
-            model,
-            tools,
-            max_turns=scenario.max_turns,
-            max_calls=scenario.max_calls,
-            timeout_ms=scenario.timeout_ms,
-            max_chars=scenario.max_chars,
-            forbid_repeats=scenario.forbid_repeats,
-            signal=controller.signal if controller is not None else None,
-        )
+        if scenario.via_sync:
+            return await _in_a_cell(lambda: agent_loop_sync(text, model, tools, **options), cell)
+        return await agent_loop(text, model, tools, **options)
 
     run = asyncio.ensure_future(start())
     timer: Any = None
@@ -991,6 +1292,8 @@ async def _play(world: World, margin_ms: float) -> Report:
             _call_soon_threadsafe(loop, lambda: seen.setdefault("abort", time.perf_counter()))
             if controller is not None:
                 controller.abort(reason)  # type: ignore[arg-type]
+            elif scenario.via_sync:
+                _interrupt(cell)
             else:
                 _call_soon_threadsafe(loop, run.cancel)
 
@@ -1004,6 +1307,7 @@ async def _play(world: World, margin_ms: float) -> Report:
     except BaseException as error:
         outcome = error
     ended = time.perf_counter()
+    world.event(ended)
     world.ended = True
     for sentinel in sentinels:
         sentinel.cancel()
@@ -1030,6 +1334,46 @@ async def _play(world: World, margin_ms: float) -> Report:
         report.loop_abort_latency_ms = (ended - max(world.abort_at, seen.get("abort", world.abort_at))) * 1000
     report.violations = check(world, outcome, reason_object, report, margin_ms)
     return report
+
+
+async def _in_a_cell(call: Callable[[], Any], cell: dict[str, Any]) -> Any:
+    """Call sync `call` the way a Jupyter cell or `asyncio.run(main())` would: in a coroutine on a loop of its
+    own thread, whose task `_interrupt` cancels as `asyncio.run` does on Ctrl-C. Returns or raises its outcome."""
+    loop = asyncio.get_running_loop()
+    outcome: asyncio.Future[Any] = loop.create_future()
+
+    def deliver(ok: bool, value: Any) -> None:
+        if not outcome.done():
+            outcome.set_result(value) if ok else outcome.set_exception(value)
+
+    async def main() -> Any:
+        with cell["lock"]:
+            cell["task"] = asyncio.current_task()
+            if cell.get("interrupted"):
+                raise asyncio.CancelledError()
+        return call()
+
+    def thread() -> None:
+        inner = asyncio.new_event_loop()
+        try:
+            value, ok = inner.run_until_complete(main()), True
+        except BaseException as error:
+            value, ok = error, False
+        finally:
+            inner.close()
+        _call_soon_threadsafe(loop, lambda: deliver(ok, value))
+
+    threading.Thread(target=thread, name="adversary cell", daemon=True).start()
+    return await outcome
+
+
+def _interrupt(cell: dict[str, Any]) -> None:
+    """Ctrl-C as `asyncio.run` delivers it: cancel the task of the cell, which is blocked in sync code."""
+    with cell["lock"]:
+        cell["interrupted"] = True
+        task = cell.get("task")
+        if task is not None:
+            task.cancel()  # from another thread, as a signal handler would, while that loop is blocked
 
 
 async def _settle(world: World) -> None:
@@ -1063,8 +1407,10 @@ def check(
     if not (is_result or isinstance(outcome, AgentError) or (reason is not None and outcome is reason)):
         problems.append(f"the run ended with {outcome!r} ({type(outcome).__name__}), not a result or an AgentError")
 
-    # time
+    # time: a write in flight at the stop may add its grace (issue 14: the grace is part of the contract)
     stalled = report.stalled_ms
+    if world.writes:
+        margin_ms += scenario.write_grace_ms
     overrun = (report.loop_overrun_ms or 0) - stalled
     if report.elapsed_ms - stalled > scenario.timeout_ms + HARD_MARGIN_MS or overrun > margin_ms:
         problems.append(
@@ -1075,6 +1421,19 @@ def check(
     latency = (report.abort_latency_ms or 0) - stalled
     if latency > HARD_MARGIN_MS or (report.loop_abort_latency_ms or 0) - stalled > margin_ms:
         problems.append(f"the run ended {report.abort_latency_ms:.1f} ms after the abort ({stalled:.1f} ms of stalls)")
+    if world.alone and world.inspect_gap is not None and world.inspect_gap * 1000 - stalled > MARGIN_MS:
+        problems.append(
+            f"the loop spent {world.inspect_gap * 1000:.1f} ms on a decision of hostile size or hashing before "
+            f"doing anything else: refusing must cost what the limits allow, not what the model sent"
+        )
+
+    # writes: approved for real, within max_writes, and recorded as what the tool reported
+    ran_writes = [key for key, state in world.writes.items() if state != "asked"]
+    if len(ran_writes) > scenario.max_writes:
+        problems.append(f"{len(ran_writes)} writes ran with max_writes={scenario.max_writes}")
+    refusing = [answer for answer in world.asked.values() if answer not in ALLOWING and answer not in DENYING]
+    if is_result and refusing and world.asked:
+        problems.append(f"the policy answered {refusing[0]!r}, not a bool or an Approval, and the run went on")
 
     # budgets
     if world.model_calls > scenario.max_turns:
@@ -1113,8 +1472,12 @@ def check(
     if usage is not None:
         if usage.turns != world.model_calls:
             problems.append(f"usage.turns={usage.turns} but the model was called {world.model_calls} times")
-        if usage.calls != len(world.runs):
-            problems.append(f"usage.calls={usage.calls} but tools ran {len(world.runs)} times")
+        unrun = sum(1 for key in world.asked if key not in world.writes)  # asked, then denied or stopped
+        if usage.calls != len(world.runs) + unrun:
+            problems.append(
+                f"usage.calls={usage.calls} but tools ran {len(world.runs)} times (and {unrun} writes were asked "
+                f"about and did not run)"
+            )
 
     # nothing left behind
     if world.late:
@@ -1177,13 +1540,37 @@ def _history_problems(world: World, outcome: Any, history: list[Any], is_result:
                 break
             if set(answer) != {"role", "call_id", "content"} or answer["call_id"] != call["id"]:
                 problems.append(f"history[{index}] does not answer call {call['id']!r} in order: {answer!r}")
-            content = next(results, None)
-            if content is not None and content != answer.get("content"):
-                problems.append(f"history[{index}] is not what the tool returned: {answer['content'][:80]!r}")
+            if call["id"] in world.asked:
+                problems.extend(_write_answer_problems(world, call["id"], answer.get("content")))
+            if call["id"] not in world.asked or call["id"] in world.writes:  # a denial ran no tool
+                content = next(results, None)
+                if content is not None and content != answer.get("content"):
+                    problems.append(f"history[{index}] is not what the tool returned: {answer['content'][:80]!r}")
             index += 1
     for turn, shown in enumerate(world.seen, 1):
         if shown != history[: len(shown)] and (is_result or len(shown) <= len(history)):
             problems.append(f"on turn {turn} the model was shown something other than the history")
+    return problems
+
+
+DENYING = ("no", "deny", "deny_lying_reason", "deny_raising_reason")  # a denial: the model reads the reason
+
+
+def _write_answer_problems(world: World, key: str, content: Any) -> list[str]:
+    """A write's answer in the history: a denial if it did not run; a rollback only on the tool's word."""
+    try:
+        value = json.loads(content)
+    except (TypeError, ValueError):
+        return [f"the answer to write {key!r} is not JSON: {content!r}"]
+    if not isinstance(value, dict):
+        return []
+    problems = []
+    if key not in world.writes and not (value.get("denied") is True and isinstance(value.get("reason"), str)):
+        problems.append(f"write {key!r} did not run, and its answer is not a denial: {content!r}")
+    if value.get("denied") is True and world.asked.get(key) not in DENYING:
+        problems.append(f"write {key!r} is recorded as denied, but the policy answered {world.asked.get(key)!r}")
+    if value.get("rolled_back") is True and world.writes.get(key) != "rolled back":
+        problems.append(f"write {key!r} is recorded as rolled back, but it was {world.writes.get(key)!r}")
     return problems
 
 
@@ -1205,14 +1592,17 @@ def run_scenarios(batch: list[Scenario], margin_ms: float = MARGIN_MS) -> list[R
     sys.unraisablehook = lambda hook: unraisable.append(f"unraisable: {hook.exc_value!r} in {hook.object!r}")
 
     async def together() -> list[Report]:
-        return await asyncio.gather(*(play(scenario, margin_ms) for scenario in batch))
+        return await asyncio.gather(*(play(scenario, margin_ms, len(batch) == 1) for scenario in batch))
 
+    logger, quiet = logging.getLogger("agentlab"), logging.NullHandler()  # hostile listeners raise by design
+    logger.addHandler(quiet)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             reports = loop.run_until_complete(together())
             loop.run_until_complete(loop.shutdown_asyncgens())
     finally:
+        logger.removeHandler(quiet)
         sys.unraisablehook = previous_hook
         loop.close()
     shared = [f"warning: {w.category.__name__}: {w.message}" for w in caught] + unraisable + LOGGED
@@ -1235,6 +1625,7 @@ def leaked_threads(grace_s: float = 0.5) -> list[str]:
 __all__ = [
     "MARGIN_MS",
     "AbortPlan",
+    "Approve",
     "Hostile",
     "Mark",
     "ModelTurn",

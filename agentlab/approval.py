@@ -36,6 +36,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentlab import _look as look
 from agentlab.abort import AbortSignal
 from agentlab.callees import in_worker_thread
 from agentlab.errors import ConfigError
@@ -45,57 +46,48 @@ from agentlab.sync import agent_loop_sync
 from agentlab.tools import Approval, ToolCall
 from agentlab.trace import render_html
 
-WAITING = "⏳ waiting for Approve or Deny"
+WAITING = "… waiting for Approve or Deny"  # no emoji: a machine without an emoji font shows a box
 EXPIRED = "no answer: the run stopped before anyone answered"
 
-# `!important` only where JupyterLab's output rules (right-aligned cells, striped rows) are more specific than ours.
-_STYLE = """
-<style>
-.agentlab-desk{font-family:var(--jp-ui-font-family,sans-serif);color:var(--jp-content-font-color1,inherit);
-  max-width:62em}
-.agentlab-desk .title{color:var(--jp-content-font-color2,#8c959f);font-size:90%;margin-bottom:4px}
-.agentlab-verdict{font-weight:bold;margin:2px 0 10px 0}
-.agentlab-verdict.ok{color:var(--jp-success-color1,#2da44e)}
-.agentlab-verdict.bad{color:var(--jp-error-color1,#e5534b)}
-.agentlab-verdict.wait{color:var(--jp-warn-color1,#9a6700)}
-.agentlab-change{font-family:var(--jp-code-font-family,monospace);font-size:var(--jp-code-font-size,13px);
-  color:var(--jp-content-font-color1,inherit);border:1px solid var(--jp-border-color2,rgba(128,128,128,.35));
-  border-radius:6px;padding:8px 10px;max-width:60em;line-height:1.45}
-.agentlab-change .head{font-weight:bold;margin-bottom:4px}
-.agentlab-change .id,.agentlab-change .muted{color:var(--jp-content-font-color2,#8c959f);font-weight:normal}
-.agentlab-change .note{margin:4px 0}
-.agentlab-change table{border-collapse:collapse;margin:4px 0 8px 0;background:transparent;color:inherit;font:inherit}
-.agentlab-change tr{background:transparent !important}
-.agentlab-change th,.agentlab-change td{padding:2px 8px;text-align:left !important;border:none;
-  border-bottom:1px solid var(--jp-border-color2,rgba(128,128,128,.35))}
-.agentlab-change th{color:var(--jp-content-font-color2,#8c959f);font-weight:normal}
-.agentlab-change td.changed{background:var(--jp-warn-color3,rgba(212,167,44,.25));font-weight:bold}
-</style>
-"""
+# Inline styles (agentlab/_look.py says why): a saved desk looks the same in a notebook JupyterLab does not trust.
+# A changed cell is marked by a translucent amber under the theme's own text colour, so it reads in both themes.
+_DESK = look.attr(f"{look.SANS};max-width:62em;line-height:1.35")
+_TITLE_CSS = look.attr(f"{look.MUTED};margin-bottom:4px")
+_CHANGE = look.attr(f"{look.MONO};{look.BOX}")
+_HEAD = look.attr("font-weight:bold;margin-bottom:4px")
+_MUTED = look.attr(f"{look.MUTED};font-weight:normal")
+_NOTE = look.attr("margin:4px 0")
+_TABLE = look.attr("border-collapse:collapse;margin:4px 0 8px 0;background:transparent")
+_ROW = look.attr(look.ROW)
+_CELL = f"padding:2px 8px;text-align:left;vertical-align:top;border:none;border-bottom:1px solid {look.LINE}"
+_TH = look.attr(f"{_CELL};font-weight:normal;{look.MUTED}")
+_TD = look.attr(_CELL)
+_CHANGED = look.attr(f"{_CELL};{look.CHANGED_BACKGROUND};font-weight:bold")
+_VERDICT = {"ok": look.GREEN, "bad": look.RED, "wait": look.AMBER}
 
 
 # -- the before/after of a proposed write: plain HTML -----------------------------------
 
 
-def change_html(change: Change, *, styled: bool = True) -> str:
-    """A proposed write as HTML: the call, then each row it touches before and after, changes marked.
-
-    `styled=False` leaves out the style sheet, for a page that has it already.
-    """
+def change_html(change: Change) -> str:
+    """A proposed write as HTML: the call, then each row it touches before and after, changes marked."""
     e = html.escape
     call = change.call
     args = json.dumps(call.args, ensure_ascii=False)
-    parts = [f"<div class='head'>{e(call.name)}({e(args)}) <span class='id'>call {e(call.id)}</span></div>"]
+    parts = [
+        f"<div class='head'{_HEAD}>{e(call.name)}({e(args)}) <span class='id'{_MUTED}>call {e(call.id)}</span></div>"
+    ]
     if change.replay:
         parts.append(
-            "<div class='note'>This call id has run before: the store would return its first result and change "
+            f"<div class='note'{_NOTE}>This call id has run before: the store would return its first result and change "
             "nothing.</div>"
         )
     elif not any(row.changed for row in change.rows):
-        parts.append("<div class='note'>It would change nothing.</div>")
+        parts.append(f"<div class='note'{_NOTE}>It would change nothing.</div>")
     parts += [_row_html(row) for row in change.rows]
-    parts.append(f"<div class='note'><span class='muted'>the tool would return</span> {e(_json(change.result))}</div>")
-    return f"{_STYLE if styled else ''}<div class='agentlab-change'>{''.join(parts)}</div>"
+    returned = f"<span class='muted'{_MUTED}>the tool would return</span> {e(_json(change.result))}"
+    parts.append(f"<div class='note'{_NOTE}>{returned}</div>")
+    return f"<div class='agentlab-change'{_CHANGE}>{''.join(parts)}</div>"
 
 
 def _row_html(row: RowChange) -> str:
@@ -103,19 +95,21 @@ def _row_html(row: RowChange) -> str:
     columns = list((row.after or row.before or {}).keys())
     changed = set(row.changed)
     label = "new row" if row.before is None else "removed" if row.after is None else ""
-    caption = f"<div>{e(row.table)} {e(str(row.key))} <span class='muted'>{label}</span></div>"
-    head = "<tr><th></th>" + "".join(f"<th>{e(c)}</th>" for c in columns) + "</tr>"
+    caption = f"<div>{e(row.table)} {e(str(row.key))} <span class='muted'{_MUTED}>{label}</span></div>"
+    head = f"<tr{_ROW}><th{_TH}></th>" + "".join(f"<th{_TH}>{e(c)}</th>" for c in columns) + "</tr>"
     lines = []
     for when, values in (("before", row.before), ("after", row.after)):
         if values is None:
-            cells = f"<td colspan='{len(columns)}' class='muted'>(no row)</td>"
+            cells = f"<td colspan='{len(columns)}' class='muted'{_TH}>(no row)</td>"
         else:
             cells = "".join(
-                f"<td class='{'changed' if when == 'after' and c in changed else ''}'>{e(_json(values[c]))}</td>"
+                f"<td class='changed'{_CHANGED}>{e(_json(values[c]))}</td>"
+                if when == "after" and c in changed
+                else f"<td class=''{_TD}>{e(_json(values[c]))}</td>"
                 for c in columns
             )
-        lines.append(f"<tr><th>{when}</th>{cells}</tr>")
-    return f"{caption}<table>{head}{''.join(lines)}</table>"
+        lines.append(f"<tr{_ROW}><th{_TH}>{when}</th>{cells}</tr>")
+    return f"{caption}<table{_TABLE}>{head}{''.join(lines)}</table>"
 
 
 def _json(value: Any) -> str:
@@ -157,12 +151,13 @@ class _Card:
             widget.disabled = True
 
     def snapshot(self) -> str:
-        return f"{change_html(self.change, styled=False)}{_verdict_html(self.verdict)}"
+        return f"{change_html(self.change)}{_verdict_html(self.verdict)}"
 
 
 def _verdict_html(verdict: str) -> str:
     kind = "ok" if verdict.startswith("✓") else "bad" if verdict.startswith("✗") else "wait"
-    return f"<div class='agentlab-verdict {kind}'>{html.escape(verdict)}</div>"
+    css = look.attr(f"{look.SANS};font-weight:bold;margin:2px 0 10px 0;color:{_VERDICT[kind]}")
+    return f"<div class='agentlab-verdict {kind}'{css}>{html.escape(verdict)}</div>"
 
 
 class ApprovalDesk:
@@ -188,7 +183,9 @@ class ApprovalDesk:
         self._settled = threading.Event()
         self._status = self._widgets.HTML("")
         self._cards = self._widgets.VBox([])
-        title = self._widgets.HTML(f"{_STYLE}<div class='agentlab-desk'><div class='title'>{_TITLE}</div></div>")
+        title = self._widgets.HTML(
+            f"<div class='agentlab-desk'{_DESK}><div class='title'{_TITLE_CSS}>{_TITLE}</div></div>"
+        )
         self.box = self._widgets.VBox([title, self._cards, self._status])
 
     async def __call__(self, call: ToolCall, signal: AbortSignal) -> Approval:
@@ -267,7 +264,7 @@ class ApprovalDesk:
             cards = "".join(card.snapshot() for card in self.cards)
         status = self._status.value
         bundle["text/html"] = (
-            f"{_STYLE}<div class='agentlab-desk'><div class='title'>{_TITLE}</div>{cards}</div>{status}"
+            f"<div class='agentlab-desk'{_DESK}><div class='title'{_TITLE_CSS}>{_TITLE}</div>{cards}</div>{status}"
         )
         bundle["text/plain"] = str(self)
         return bundle
@@ -278,10 +275,10 @@ _TITLE = "approval desk · each write the model proposes waits here for Approve 
 
 def _status_html(outcome: AgentResult | BaseException | None) -> str:
     if outcome is None:
-        return "<div class='agentlab-desk'><div class='verdict wait'>⏳ the run is in progress</div></div>"
+        return f"<div class='agentlab-desk'{_DESK}>{_verdict_html('… the run is in progress')}</div>"
     if isinstance(outcome, AgentResult) or hasattr(outcome, "history"):
         return render_html(outcome)
-    return f"<div class='agentlab-desk'><div class='verdict bad'>✗ {html.escape(repr(outcome))}</div></div>"
+    return f"<div class='agentlab-desk'{_DESK}>{_verdict_html(f'✗ {outcome!r}')}</div>"
 
 
 def _ipywidgets() -> Any:

@@ -143,6 +143,9 @@ class _Job:
             value, ok = error, False
         self.function = self.args = None  # type: ignore[assignment]  # nothing kept alive by an idle thread
         _POOL.finish(self)
+        if self.future.done():  # given up on already: close it here, not in a callback a closing loop may drop
+            _close(value)
+            return
         try:
             self.loop.call_soon_threadsafe(self.deliver, ok, value)
         except RuntimeError:  # the event loop is closed: the run was abandoned

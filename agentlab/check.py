@@ -31,6 +31,7 @@ import importlib
 import importlib.util
 import inspect
 import json
+import re
 import sys
 import textwrap
 import threading
@@ -40,6 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentlab import _look as look
 from agentlab.behaviours import EXTRA_STEPS, RUN_BOUND_S, STEPS, Behaviour, BehaviourFailed, select, watch_tasks
 from agentlab.errors import AgentError, ConfigError
 
@@ -500,6 +502,12 @@ _SWALLOWED_CANCEL = (
     "A CancelledError was caught and turned into something else (an error, or a result): catch Exception, not "
     "BaseException, around the model and the tools, and never `except asyncio.CancelledError` without raising it "
     "again. When the deadline or an abort cancels the run, the cancellation must reach your race.",
+)
+_NO_MAX_REFUSALS = (
+    "diagnosis/no_max_refusals",
+    "The recovery rows call agent_loop(..., max_refusals=N), beyond the workbooks' contract: add "
+    "`max_refusals=0` to its keyword arguments, keep the exercise's behaviour when it is 0, and give up to N "
+    "refused batches back to the model otherwise (notebook 11).",
 )
 _NEVER_AWAITED = (
     "diagnosis/never_awaited",
@@ -982,6 +990,8 @@ def hint_for(
     most specific entry of `HINTS` for the behaviour and its clue.
     """
     causes = list(causes)
+    if "keyword argument 'max_refusals'" in happened:  # a loop written for the workbooks, checked for recovery
+        return _NO_MAX_REFUSALS
     for cause in causes:
         for kind, diagnosis in _DIAGNOSES.items():
             if isinstance(cause, kind):
@@ -1058,50 +1068,66 @@ def render_text(report: Report, width: int = 100) -> str:
     return "\n".join(lines)
 
 
-# `!important` only where JupyterLab's output rules (right-aligned cells, striped rows) are more specific than ours.
-_STYLE = """
-<style>
-.agentlab-check{font-family:var(--jp-ui-font-family,sans-serif);font-size:var(--jp-ui-font-size1,13px);
-  color:var(--jp-content-font-color1,inherit);max-width:72em;line-height:1.4}
-.agentlab-check .head{font-weight:bold;margin:2px 0 6px}
-.agentlab-check .ok{color:var(--jp-success-color1,#2da44e)}
-.agentlab-check .bad{color:var(--jp-error-color1,#e5534b)}
-.agentlab-check table{border-collapse:collapse;width:100%;background:transparent;color:inherit}
-.agentlab-check tr{background:transparent !important}
-.agentlab-check th,.agentlab-check td{padding:4px 8px;vertical-align:top;text-align:left !important;border:none;
-  border-top:1px solid var(--jp-border-color2,rgba(128,128,128,.35));color:inherit}
-.agentlab-check th{font-weight:bold}
-.agentlab-check td.mark{font-weight:bold;width:1.5em}
-.agentlab-check .key,.agentlab-check code{font-family:var(--jp-code-font-family,monospace);
-  font-size:var(--jp-code-font-size,12px)}
-.agentlab-check .muted{color:var(--jp-content-font-color2,#8c959f)}
-.agentlab-check tr.failed td{background:var(--jp-rendermime-error-background,rgba(229,83,75,.10))}
-.agentlab-check td.detail{white-space:pre-wrap;word-break:break-word}
-</style>
-"""
+# Inline styles (agentlab/_look.py says why): the saved report looks the same in a notebook JupyterLab does not trust.
+# Laid out for reading: a line per behaviour, and under a failure its expected / what happened / hint as labelled
+# lines across the whole width; code in `backticks` set as code; a hint said once, then referred to.
+_CELL = f"padding:5px 8px;vertical-align:top;text-align:left;border:none;border-top:1px solid {look.LINE}"
+_LABEL = f"padding:1px 10px 1px 0;vertical-align:top;text-align:left;border:none;white-space:nowrap;{look.MUTED}"
+_TEXT = "padding:1px 0;vertical-align:top;text-align:left;border:none;overflow-wrap:break-word"
+_CODE = f"{look.MONO};font-size:12px;background:rgba(128,128,128,.16);border-radius:3px;padding:0 3px"
+
+
+def _prose_html(text: str) -> str:
+    """Escaped text with each `span in backticks` shown as code."""
+    return re.sub(r"`([^`\n]+)`", lambda m: f"<code{look.attr(_CODE)}>{m.group(1)}</code>", html.escape(text))
+
+
+def _details_html(lines: Sequence[tuple[str, str]]) -> str:
+    rows = "".join(
+        f"<tr{look.attr(look.ROW)}><td{look.attr(_LABEL)}>{label}</td><td{look.attr(_TEXT)}>{text}</td></tr>"
+        for label, text in lines
+    )
+    return f"<table{look.attr('border-collapse:collapse;background:transparent;margin:4px 0 2px 0')}>{rows}</table>"
 
 
 def render_html(report: Report) -> str:
-    """The report for Jupyter: a table with a row per behaviour, and the details and hint of each failure."""
+    """The report for Jupyter: a line per behaviour; under each failure, what was expected, what happened, a hint."""
     e = html.escape
-    state = "ok" if report.passed else "bad"
-    rows = []
-    for row in report.rows:
-        mark = "<span class='ok'>✓</span>" if row.passed else "<span class='bad'>✗</span>"
-        behaviour = f"{e(row.title)}<br><span class='key muted'>{e(row.key)}</span>"
-        if row.passed:
-            rows.append(f"<tr><td class='mark'>{mark}</td><td>{behaviour}</td><td colspan='3'></td></tr>")
-            continue
+    colour = look.GREEN if report.passed else look.RED
+    head_css = look.attr(f"font-weight:bold;margin:2px 0 6px;color:{colour}")
+    head = f"<div class='head {'ok' if report.passed else 'bad'}'{head_css}>{e(report.headline())}</div>"
+    box = look.attr(f"{look.SANS};max-width:72em;line-height:1.45;text-align:left")
+    whole = ("missing", "delegated", "tampered", "stopped")  # verdicts on the whole submission: say them once
+    rows_ = report.rows
+    if rows_ and all(row.clue in whole for row in rows_) and len({row.happened for row in rows_}) == 1:
+        details = _details_html([("problem", _prose_html(rows_[0].happened)), ("hint", _prose_html(rows_[0].hint))])
+        return f"<div class='agentlab-check'{box}>{head}{details}</div>"
+    rows, hinted = [], {}
+    for row in rows_:
+        mark_colour = look.GREEN if row.passed else look.RED
+        mark_css = look.attr(f"color:{mark_colour}")
+        mark = f"<span class='{'ok' if row.passed else 'bad'}'{mark_css}>{'✓' if row.passed else '✗'}</span>"
+        key = f"<code class='key'{look.attr(f'{look.MONO};font-size:12px;{look.MUTED}')}>{e(row.key)}</code>"
+        body = f"<span{look.attr('font-weight:bold' if not row.passed else '')}>{e(row.title)}</span> &nbsp;{key}"
+        cell = _CELL
+        if not row.passed:
+            earlier = hinted.get(row.hint)
+            hint = (
+                f"the same as for <code{look.attr(_CODE)}>{e(earlier)}</code> above"
+                if earlier
+                else _prose_html(row.hint)
+            )
+            hinted.setdefault(row.hint, row.key)
+            body += _details_html(
+                [("expected", _prose_html(row.expected)), ("what happened", _prose_html(row.happened)), ("hint", hint)]
+            )
+            cell += f";{look.BAD_BACKGROUND.replace('.16', '.08')}"
+        mark_cell = look.attr(f"{cell};width:1.5em;font-weight:bold")
         rows.append(
-            f"<tr class='failed'><td class='mark'>{mark}</td><td>{behaviour}</td>"
-            f"<td class='detail'>{e(row.expected)}</td><td class='detail'>{e(row.happened)}</td>"
-            f"<td class='detail'>{e(row.hint)}</td></tr>"
+            f"<tr class='{'passed' if row.passed else 'failed'}'{look.attr(look.ROW)}>"
+            f"<td class='mark'{mark_cell}>{mark}</td><td{look.attr(cell)}>{body}</td></tr>"
         )
-    return (
-        f"{_STYLE}<div class='agentlab-check'><div class='head {state}'>{e(report.headline())}</div>"
-        "<table><tr><th></th><th>behaviour</th><th>expected</th><th>what happened</th><th>hint</th></tr>"
-        f"{''.join(rows)}</table></div>"
-    )
+    return f"<div class='agentlab-check'{box}>{head}<table{look.attr(look.TABLE)}>{''.join(rows)}</table></div>"
 
 
 __all__ = [

@@ -86,8 +86,9 @@ CANCEL_GRACE_MS = 10
 WRITE_GRACE_MS = 1000
 
 # A batch of more calls than this, and more than max_calls has left, is refused before it is copied, and its
-# error keeps only this many of its calls: refusing a million costs what refusing a thousand does.
+# error keeps only its first MAX_REFUSED_SHOWN calls: refusing a million costs what refusing a few does.
 MAX_REFUSED_COPIED = 1000
+MAX_REFUSED_SHOWN = 10
 
 # The refusals a model can correct: with max_refusals > 0 they go back to it as the calls' results.
 # A malformed decision, the budgets, the deadline, an abort and a failing tool still end the run.
@@ -330,7 +331,7 @@ class _Run:
             try:
                 batch = self.check_batch(payload, decision)  # the whole batch, before anything runs
             except REFUSALS as refusal:
-                self.return_refusal(payload, refusal)  # back to the model, within max_refusals; or raises it
+                self.return_refusal(payload, refusal, spent)  # back to the model, within max_refusals; or raises it
                 continue
             calls = [{"id": c.id, "name": c.name, "args": c.args} for c in batch]
             self.append({"role": "assistant", "calls": calls, **spent})
@@ -398,6 +399,10 @@ class _Run:
         try:
             return await self.model(snapshot, self.controller.signal)
         except AgentError as error:  # an adapter's own verdict: keep it, add the history
+            tokens = getattr(error, "tokens", None)
+            if _token_counts(tokens):  # a real model's answer the adapter refused was still paid for
+                self.usage.input_tokens += tokens["input_tokens"]
+                self.usage.output_tokens += tokens["output_tokens"]
             raise self.attach(error) from error.__cause__
         except BaseException as error:
             if _passes_through(error):
@@ -450,7 +455,7 @@ class _Run:
                 f"max_calls={self.max_calls} remain; nothing of this batch ran. Raise max_calls, "
                 f"or make the model ask for fewer calls",
                 value=self.max_calls,
-                rejected=decision if decision is self.proposal else _first_calls(decision, MAX_REFUSED_COPIED),
+                rejected=decision if decision is self.proposal else _first_calls(decision, MAX_REFUSED_SHOWN),
             )
 
     def check_batch(self, calls: Sequence[Any], decision: Any) -> list[_Checked]:
@@ -496,7 +501,7 @@ class _Run:
         self.seen_calls |= batch_calls
         return checked
 
-    def return_refusal(self, calls: list[Any], refusal: AgentError) -> None:
+    def return_refusal(self, calls: list[Any], refusal: AgentError, spent: dict[str, Any]) -> None:
         """Give a refused batch back to the model, if `max_refusals` allows; otherwise raise the refusal.
 
         The history gets the batch as proposed, then exactly one tool message
@@ -533,7 +538,7 @@ class _Run:
                     "args": args if isinstance(args, dict) else {},
                 }
             )
-        self.append({"role": "assistant", "calls": recorded})
+        self.append({"role": "assistant", "calls": recorded, **spent})
         refused_id = recorded[self.checking - 1]["id"]
         for number, call in enumerate(recorded, 1):
             if number == self.checking:
@@ -543,10 +548,14 @@ class _Run:
             self.append({"role": "tool", "call_id": call["id"], "content": compact_json(content)})
 
     def loop_made_id(self, number: int) -> str:
-        """An id for a refused call whose own id cannot carry its result; never one the run has used."""
-        made = f"refused-{self.usage.turns}-{number}"
+        """An id for a refused call whose own id cannot carry its result; never one the run has used.
+
+        Letters, digits and dashes only, the ids every provider accepts.
+        """
+        made, again = f"refused-{self.usage.turns}-{number}", 0
         while made in self.seen_ids:
-            made += "'"
+            again += 1
+            made = f"refused-{self.usage.turns}-{number}-{again}"
         return made
 
     def check_writes(self, batch: list[_Checked], decision: Any) -> None:
@@ -710,7 +719,7 @@ class _Run:
         task.add_done_callback(lambda _: wake("done"))
         timer = self.loop.call_at(self.deadline, wake, "deadline")
         forget_signal = (
-            self.outside.add_callback(lambda _: _call_soon_threadsafe(self.loop, wake, "abort"))
+            self.outside.add_callback(lambda _: _call_soon_threadsafe(self.loop, wake, "abort"), first=True)
             if self.outside is not None
             else lambda: None
         )

@@ -9,11 +9,15 @@ reservations. Two tools read (`lookup` a book, look a `reservation` up) and
 three write (`reserve`, `update`, `cancel`). Every write keeps four promises,
 each kept here, in `Store._write`, with the database's own transactions:
 
-* Idempotent. The call id is the write's idempotency key. The effect, the
-  record of the key (table `writes`) and the audit row commit in ONE
-  transaction, so a key is recorded exactly when its effect is. Replaying a
-  call id (a retried run, a resumed history, a duplicated message) returns the
-  first result and changes nothing; the same id with other args is refused.
+* Idempotent. The call id is the write's idempotency key (or the key that
+  `tools(key=...)` makes from the call). The effect, the record of the key
+  (table `writes`) and the audit row commit in ONE transaction, so a key is
+  recorded exactly when its effect is. Replaying a key (a resumed history, a
+  duplicated message) returns the first result and changes nothing; the same
+  key with other args is refused. A call id is unique only within its run: a
+  retried run's model issues new ids, and another conversation's run may
+  issue the same ones. So scope the key by conversation on a shared store, and
+  take a key that must survive a restart from the application, not the model.
 * Whole or nothing. The write checks the run's signal before it starts and
   again just before it commits; if the run was stopped, or anything raises
   between the effect and the commit, the transaction rolls back and the tool
@@ -287,28 +291,51 @@ class Store:
 
     # -- tools ---------------------------------------------------------------
 
-    def tools(self) -> dict[str, Tool]:
-        """The shop's tools for `agent_loop`: two that read, three that write (and need approval)."""
+    def tools(self, *, key: Callable[[ToolCall], str] | None = None) -> dict[str, Tool]:
+        """The shop's tools for `agent_loop`: two that read, three that write (and need approval).
+
+        `key(call)` makes each write's idempotency key; by default it is the call id, which is unique only
+        within one run. Ids are per run (`from_decider` numbers them call_1, call_2, ... in every run) and a
+        provider issues fresh ones in every response, so on a store shared by many conversations, scope the
+        key: `key=lambda call: f"{conversation}/{call.id}"`. A key that must survive a restart (the same
+        order, retried in a new conversation, must not be placed twice) cannot come from the model at all:
+        it comes from the application, such as `key=lambda call: f"order-{order.id}/{call.name}"`.
+        """
+        if key is not None and not callable(key):
+            raise ConfigError("key must be a function key(call) -> str that makes a write's idempotency key")
         return {
-            "lookup": Tool(parse_lookup_args, self._lookup, description="Look a book up by id: title, copies on hand."),
-            "reservation": Tool(_check_reservation, self._reservation, description="Look a reservation up by number."),
+            "lookup": Tool(
+                parse_lookup_args,
+                self._lookup,
+                description="Look a book up by id: title, copies on hand.",
+                parameters=_schema(id=_BOOK),
+            ),
+            "reservation": Tool(
+                _check_reservation,
+                self._reservation,
+                description="Look a reservation up by number.",
+                parameters=_schema(reservation=_NUMBER),
+            ),
             "reserve": Tool(
                 _check_reserve,
-                self._tool_runner("reserve"),
+                self._tool_runner("reserve", key),
                 writes=True,
                 description=f"Reserve 1-{MAX_QUANTITY} copies of a book for a customer.",
+                parameters=_schema(book=_BOOK, customer=_CUSTOMER, quantity=_QUANTITY),
             ),
             "update": Tool(
                 _check_update,
-                self._tool_runner("update"),
+                self._tool_runner("update", key),
                 writes=True,
                 description="Change how many copies a reservation holds.",
+                parameters=_schema(reservation=_NUMBER, quantity=_QUANTITY),
             ),
             "cancel": Tool(
                 _check_reservation,
-                self._tool_runner("cancel"),
+                self._tool_runner("cancel", key),
                 writes=True,
                 description="Cancel a reservation; its copies go back on hand.",
+                parameters=_schema(reservation=_NUMBER),
             ),
         }
 
@@ -324,8 +351,17 @@ class Store:
             row = _reservation_row(db, value["reservation"])
         return _reservation_result(row) if row else {"reservation": value["reservation"], "found": False}
 
-    def _tool_runner(self, name: str) -> Callable[[Any, AbortSignal, ToolCall], dict[str, Any]]:
+    def _tool_runner(
+        self, name: str, key: Callable[[ToolCall], str] | None
+    ) -> Callable[[Any, AbortSignal, ToolCall], dict[str, Any]]:
         def run(value: Any, signal: AbortSignal, call: ToolCall) -> dict[str, Any]:
+            if key is not None:  # the application's idempotency key stands where the call id stood
+                made = key(call)
+                if not isinstance(made, str) or not made:
+                    raise StoreError(
+                        f"the key function made {made!r} for call {call.id!r}; it must make a non-empty string"
+                    )
+                call = ToolCall(made, call.name, call.args)
             return self._write(name, value, signal, call)
 
         run.__name__ = run.__qualname__ = name
@@ -610,7 +646,17 @@ def _read_row(db: sqlite3.Connection, table: str, key: Any) -> dict[str, Any] | 
     return dict(row) if row else None
 
 
-# -- args: checked before anything runs -------------------------------------------
+# -- args: what a model is told (JSON Schema), then what is checked before anything runs --------------
+
+_BOOK = {"type": "string", "minLength": 1, "maxLength": 64, "description": "The book's id, such as A."}
+_NUMBER = {"type": "integer", "minimum": 1, "description": "The reservation's number."}
+_CUSTOMER = {"type": "string", "minLength": 1, "maxLength": 40, "description": "The customer's name."}
+_QUANTITY = {"type": "integer", "minimum": 1, "maximum": MAX_QUANTITY, "description": "How many copies."}
+
+
+def _schema(**properties: dict[str, Any]) -> dict[str, Any]:
+    """An object schema with exactly these properties, all required: what the shop's `_check_*` functions accept."""
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
 def _check_reserve(args: Any) -> dict[str, Any]:

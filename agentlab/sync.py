@@ -51,7 +51,7 @@ def agent_loop_sync(
     if signal is not None and not isinstance(signal, AbortSignal):
         raise ConfigError("signal must be an AbortSignal, such as AbortController().signal")
     stop = AbortController()  # aborted by the caller's signal, and by Ctrl-C while we wait
-    forget_signal = signal.add_callback(stop.abort) if signal is not None else (lambda: None)
+    forget_signal = signal.add_callback(stop.abort, first=True) if signal is not None else (lambda: None)
     options = dict(
         max_turns=max_turns,
         max_calls=max_calls,

@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from agentlab import _look as look
 from agentlab.errors import BudgetError, DeadlineError, OutputBudgetError, ToolBudgetError
 
 CLIP = 160
@@ -138,7 +139,11 @@ def _stop_steps(error: BaseException, turns_in_history: int, pending: list[str])
 
 
 def gauges(run: Any) -> list[Gauge]:
-    """Used against allowed for turns, calls, characters and time (time only coarsely), the tripped one marked."""
+    """Used against allowed for turns, calls, characters and time, the tripped one marked.
+
+    Time's label stays coarse ("within 2000 ms"): a text trace is the same on every run. The HTML gauge shows the
+    time measured, which a notebook's saved copy masks (tests/nbval_sanitize.cfg).
+    """
     usage, limits = getattr(run, "usage", None), getattr(run, "limits", None)
     if usage is None or limits is None:
         return []
@@ -158,7 +163,7 @@ def gauges(run: Any) -> list[Gauge]:
         Gauge("chars", usage.chars, limits.max_chars, tripped == "max_chars", chars),
         Gauge(
             "time",
-            None,
+            usage.elapsed_ms,
             limits.timeout_ms,
             over_time,
             f"limit of {timeout} reached" if over_time else f"within {timeout}",
@@ -284,47 +289,18 @@ def _proposal(step: Step) -> str:
 
 # -- HTML ------------------------------------------------------------------------
 
-# JupyterLab's theme variables, so the trace follows the light and the dark
-# theme; the fallbacks (used by GitHub, nbviewer, VS Code) are neutral or
-# translucent colours that read on a light and on a dark page alike.
-# `!important` only where JupyterLab's own output rules are more specific
-# than ours: it right-aligns table cells and stripes table rows.
-_STYLE = """
-<style>
-.agentlab-trace{font-family:var(--jp-code-font-family,monospace);font-size:var(--jp-code-font-size,13px);
-  color:var(--jp-content-font-color1,inherit);border:1px solid var(--jp-border-color2,rgba(128,128,128,.35));
-  border-radius:6px;padding:8px 10px;max-width:60em;line-height:1.45}
-.agentlab-trace .head{font-weight:bold;margin-bottom:6px}
-.agentlab-trace .ok{color:var(--jp-success-color1,#2da44e)}
-.agentlab-trace .bad,.agentlab-trace .mark{color:var(--jp-error-color1,#e5534b)}
-.agentlab-trace table{border-collapse:collapse;width:100%;background:transparent;color:inherit;font:inherit}
-.agentlab-trace tr{background:transparent !important}
-.agentlab-trace td{padding:2px 6px;vertical-align:top;text-align:left !important;white-space:pre-wrap;
-  word-break:break-word;border:none}
-.agentlab-trace tr.first td{border-top:1px solid var(--jp-border-color2,rgba(128,128,128,.35))}
-.agentlab-trace td.turn{color:var(--jp-content-font-color2,#8c959f);white-space:nowrap;width:6.5em}
-.agentlab-trace .id,.agentlab-trace .muted{color:var(--jp-content-font-color2,#8c959f)}
-.agentlab-trace .name{font-weight:bold}
-.agentlab-trace tr.rejected td,.agentlab-trace tr.error td{background:var(--jp-rendermime-error-background,
-  rgba(229,83,75,.16))}
-.agentlab-trace tr.error td{font-weight:bold}
-.agentlab-trace .gauges{display:flex;gap:14px;flex-wrap:wrap;margin-top:8px}
-.agentlab-trace .gauge{min-width:10em}
-.agentlab-trace .bar{height:6px;background:var(--jp-layout-color3,rgba(128,128,128,.3));border-radius:3px;
-  overflow:hidden}
-.agentlab-trace .fill{height:6px;background:var(--jp-brand-color1,#2f81f7)}
-.agentlab-trace .gauge.tripped{color:var(--jp-error-color1,#e5534b);font-weight:bold}
-.agentlab-trace .gauge.tripped .fill{background:var(--jp-error-color1,#e5534b)}
-</style>
-"""
+# Inline styles (agentlab/_look.py says why): a saved trace looks the same in a notebook JupyterLab does not trust.
+_ID = look.attr(look.MUTED)
+_NAME = look.attr("font-weight:bold")
+_MARK = look.attr(f"color:{look.RED};font-weight:bold")
 
 
 def _call_html(call_id: str, name: str, args: str) -> str:
     e = html.escape
-    return f"<span class='id'>{e(call_id)}</span> <span class='name'>{e(name)}</span>({e(clip(args))})"
+    return f"<span class='id'{_ID}>{e(call_id)}</span> <span class='name'{_NAME}>{e(name)}</span>({e(clip(args))})"
 
 
-def _row(step: Step, first_of_turn: bool) -> str:
+def _row(step: Step, first_of_turn: bool, message: bool = True) -> str:
     e = html.escape
     turn = f"turn {step.turn}" if step.turn and first_of_turn else ""
     if step.kind == "user":
@@ -332,66 +308,93 @@ def _row(step: Step, first_of_turn: bool) -> str:
     elif step.kind == "call":
         cells = (turn, _call_html(step.call_id, step.name, step.text) + _tokens_html(step))
     elif step.kind == "result":
-        name = f" <span class='muted'>{e(step.name)}</span>" if step.name else ""
+        name = f" <span class='muted'{_ID}>{e(step.name)}</span>" if step.name else ""
         label = write_outcome(step.text)
-        label = f"<span class='mark'>{e(label)}</span> " if label else ""
-        cells = ("", f"→ <span class='id'>{e(step.call_id)}</span>{name} {label}{e(clip(step.text))}")
+        label = f"<span class='mark'{_MARK}>{e(label)}</span> " if label else ""
+        cells = ("", f"→ <span class='id'{_ID}>{e(step.call_id)}</span>{name} {label}{e(clip(step.text))}")
     elif step.kind in RETURNED:
-        label = f"<span class='mark'>{e(RETURNED[step.kind])}</span>"
-        cells = (
-            "",
-            f"→ <span class='id'>{e(step.call_id)}</span> {label} <span class='muted'>{e(clip(step.text))}</span>",
-        )
+        label = f"<span class='mark'{_MARK}>{e(RETURNED[step.kind])}</span>"
+        text = f"<span class='muted'{_ID}>{e(clip(step.text))}</span>"
+        cells = ("", f"→ <span class='id'{_ID}>{e(step.call_id)}</span> {label} {text}")
     elif step.kind == "final":
-        cells = (turn, f"<span class='name'>final</span>: {e(clip(step.text))}{_tokens_html(step)}")
+        cells = (turn, f"<span class='name'{_NAME}>final</span>: {e(clip(step.text))}{_tokens_html(step)}")
     elif step.kind == "rejected":
         if _is_final(step):
             what = f"final answer ({len(step.text)} chars): {e(clip(step.text))}"
         else:
             what = _call_html(step.call_id, step.name, step.text) if step.name else e(clip(step.text))
-        cells = (turn, f"<span class='mark'>refused</span> {what} <span class='muted'>— {_consequence(step)}</span>")
+        consequence = f"<span class='muted'{_ID}>— {_consequence(step)}</span>"
+        cells = (turn, f"<span class='mark'{_MARK}>refused</span> {what} {consequence}")
     else:
-        where = f"<span class='mark'>✗ stopped {e(step.where)}</span><br>" if step.where else ""
-        cells = ("<span class='mark'>✗ here</span>", f"{where}{e(step.text)}")
+        where = f"<span class='mark'{_MARK}>✗ stopped {e(step.where)}</span>" if step.where else ""
+        text = e(step.text) if message else ""
+        cells = (f"<span class='mark'{_MARK}>✗ here</span>", f"{where}<br>{text}" if where and text else where or text)
     classes = f"{step.kind} first" if first_of_turn else step.kind
-    return f"<tr class='{classes}'><td class='turn'>{cells[0]}</td><td>{cells[1]}</td></tr>"
+    cell = look.CELL
+    if step.kind in ("rejected", "error"):
+        cell += ";" + look.BAD_BACKGROUND
+    if step.kind == "error":
+        cell += ";font-weight:bold"
+    if first_of_turn:
+        cell += f";border-top:1px solid {look.LINE}"
+    turn = cells[0] if step.kind == "error" else f"<span{_ID}>{cells[0]}</span>" if cells[0] else ""
+    return (
+        f"<tr class='{classes}'{look.attr(look.ROW)}>"
+        f"<td class='turn'{look.attr(f'{cell};white-space:nowrap;width:6.5em')}>{turn}</td>"
+        f"<td{look.attr(cell)}>{cells[1]}</td></tr>"
+    )
 
 
 def _tokens_html(step: Step) -> str:
-    return f" <span class='muted'>({html.escape(step.tokens)})</span>" if step.tokens else ""
+    return f" <span class='muted'{_ID}>({html.escape(step.tokens)})</span>" if step.tokens else ""
+
+
+def _share(gauge: Gauge) -> int:
+    """How much of the bar to fill: the share used, full only when the whole budget was used (or time ran out)."""
+    if gauge.used is None or not gauge.limit:
+        return 100 if gauge.tripped else 0
+    return max(0, min(100, round(100 * gauge.used / gauge.limit)))
 
 
 def _gauge(gauge: Gauge) -> str:
-    if gauge.tripped:
-        share = 100
-    elif gauge.used is None or gauge.limit is None:
-        share = 0
-    else:
-        share = min(100, round(100 * gauge.used / gauge.limit)) if gauge.limit else 100
-    tripped = " tripped" if gauge.tripped else ""
+    share = _share(gauge)
+    # red: the gauge that stopped the run; amber: a budget used to the full but not over; blue: room left.
+    colour = look.RED if gauge.tripped else look.AMBER if share >= 100 else look.BLUE
+    track = "rgba(229,83,75,.35)" if gauge.tripped else look.LINE  # a tripped budget shows its overflow as red track
     mark = " ✗" if gauge.tripped else ""
+    text = f"color:{look.RED};font-weight:bold" if gauge.tripped else ""
+    # the time gauge's share is measured, so it differs from run to run: data-elapsed lets nbval mask it
+    elapsed = " data-elapsed" if gauge.name == "time" else ""
+    label = gauge.label
+    if gauge.name == "time" and not gauge.tripped and gauge.used is not None:
+        label = f"{gauge.used:.0f} ms of {gauge.limit:g} ms"
     return (
-        f"<div class='gauge{tripped}'><div>{html.escape(gauge.name)}: {html.escape(gauge.label)}{mark}</div>"
-        f"<div class='bar'><div class='fill' style='width:{share}%'></div></div></div>"
+        f"<div class='gauge{' tripped' if gauge.tripped else ''}'{look.attr(f'min-width:10em;{text}')}>"
+        f"<div>{html.escape(gauge.name)}: {html.escape(label)}{mark}</div>"
+        f"<div class='bar'{look.attr(f'height:6px;background:{track};border-radius:3px;overflow:hidden')}>"
+        f"<div class='fill'{elapsed} style='width:{share}%;height:6px;background:{colour}'></div></div></div>"
     )
 
 
 def render_html(run: Any, *, headline: bool = True) -> str:
     """An HTML trace for Jupyter: each turn, each call and its result, where it stopped, and the budget gauges.
 
-    `headline=False` leaves out the first line (answered / stopped), for views that show a status of their own.
+    `headline=False` leaves out the first line (answered / stopped) and the error's message, for views that show
+    both in a status line of their own (the playground): the trace then says where it stopped, not twice why.
     """
     ok = not isinstance(run, BaseException)
-    head = f"<div class='head {'ok' if ok else 'bad'}'>{html.escape(_headline(run))}</div>" if headline else ""
+    head_style = look.attr(f"font-weight:bold;margin-bottom:6px;color:{look.GREEN if ok else look.RED}")
+    head = f"<div class='head {'ok' if ok else 'bad'}'{head_style}>{html.escape(_headline(run))}</div>"
     rows, last_turn = [], -1
     for step in steps(run):
         first = bool(rows) and step.kind not in ("result", *RETURNED) and step.turn != last_turn
-        rows.append(_row(step, first))
+        rows.append(_row(step, first, message=headline))
         last_turn = step.turn
     meters = "".join(_gauge(g) for g in gauges(run))
     return (
-        f"{_STYLE}<div class='agentlab-trace'>{head}<table>{''.join(rows)}</table>"
-        f"<div class='gauges'>{meters}</div></div>"
+        f"<div class='agentlab-trace'{look.attr(f'{look.MONO};{look.BOX}')}>{head if headline else ''}"
+        f"<table{look.attr(look.TABLE)}>{''.join(rows)}</table>"
+        f"<div class='gauges'{look.attr('display:flex;gap:14px;flex-wrap:wrap;margin-top:8px')}>{meters}</div></div>"
     )
 
 

@@ -32,6 +32,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from agentlab import _look as look
 from agentlab.abort import AbortController
 from agentlab.errors import AbortError, ConfigError
 from agentlab.loop import AgentResult
@@ -111,11 +112,11 @@ class Playground:
                         self._column(
                             "the scenario",
                             [knob.name for knob in self.scenario.knobs if knob.name not in self.scenario.loop_knobs],
+                            self.stop,
                         ),
                     ],
                     layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start"),
                 ),
-                self.stop,
                 self.view,
             ]
         )
@@ -199,6 +200,7 @@ class Playground:
         """Render the view and the Stop button's state (called with the lock held)."""
         self.view.value = render_view(self.scenario, self._shown, self.outcome, running=running)
         self.stop.disabled = not running
+        self.stop.button_style = "danger" if running else ""  # red while it can stop something, grey when not
 
     def _in_flight(self) -> _Flight | None:
         with self._lock:
@@ -226,8 +228,10 @@ class Playground:
         return value
 
     def _control(self, name: str, value: int) -> widgets.ValueWidget:
-        style = {"description_width": "13em"}
-        layout = widgets.Layout(width="34em")
+        # two columns of 30em sit side by side in a notebook on a 1280 px laptop screen, and a 16em label holds
+        # the longest one ("reuse id c1 on turn (0: never)")
+        style = {"description_width": "16em"}
+        layout = widgets.Layout(width="30em")
         knob = next((knob for knob in self.scenario.knobs if knob.name == name), None)
         if knob is None:
             least, step = _LIMIT_RANGES[name]
@@ -253,9 +257,9 @@ class Playground:
             layout=layout,
         )
 
-    def _column(self, caption: str, names: Any) -> widgets.VBox:
+    def _column(self, caption: str, names: Any, *extra: widgets.Widget) -> widgets.VBox:
         header = widgets.HTML(f"<b>{html.escape(caption)}</b>")
-        return widgets.VBox([header, *(self.controls[name] for name in names)])
+        return widgets.VBox([header, *(self.controls[name] for name in names), *extra])
 
 
 # -- rendering: pure functions of an outcome --------------------------------------------
@@ -280,19 +284,10 @@ def describe_settings(scenario: Scenario, settings: Mapping[str, int]) -> str:
     return " · ".join(parts)
 
 
-_STYLE = """
-<style>
-.agentlab-playground{font-family:var(--jp-ui-font-family,sans-serif);color:var(--jp-content-font-color1,inherit);
-  max-width:62em}
-.agentlab-playground .title{color:var(--jp-content-font-color2,#8c959f);font-size:90%}
-.agentlab-playground .status{font-weight:bold;margin:4px 0;white-space:pre-wrap;word-break:break-word}
-.agentlab-playground .status.ok{color:var(--jp-success-color1,#2da44e)}
-.agentlab-playground .status.bad{color:var(--jp-error-color1,#e5534b)}
-.agentlab-playground .status.running{color:var(--jp-warn-color1,#9a6700)}
-.agentlab-playground .settings{color:var(--jp-content-font-color2,#8c959f);font-size:90%;margin-bottom:4px}
-.agentlab-playground .stale{opacity:.45}
-</style>
-"""
+# Inline styles (agentlab/_look.py says why). The HTML widget's own line height doubles the spacing of plain
+# divs; each line sets its own.
+_LINE = "margin:2px 0;line-height:1.35"
+_STATUS = {"ok": look.GREEN, "bad": look.RED, "running": look.AMBER}
 
 
 def render_view(scenario: Scenario, settings: Mapping[str, int], outcome: Outcome | None, running: bool = False) -> str:
@@ -302,16 +297,19 @@ def render_view(scenario: Scenario, settings: Mapping[str, int], outcome: Outcom
     """
     e = html.escape
     if running:
-        status, kind = "⏳ running… (Stop aborts it)", "running"
+        status, kind = "… running (Stop aborts it)", "running"
     else:
         status, kind = status_line(outcome), "ok" if isinstance(outcome, AgentResult) else "bad"
     trace = render_html(outcome, headline=False) if outcome is not None else ""
+    status_css = f"font-weight:bold;{_LINE};white-space:pre-wrap;overflow-wrap:break-word;color:{_STATUS[kind]}"
     return (
-        f"{_STYLE}<div class='agentlab-playground'>"
-        f"<div class='title'>playground · {e(scenario.key)} · {e(scenario.title)}</div>"
-        f"<div class='status {kind}'>{e(status)}</div>"
-        f"<div class='{'stale' if running else 'last'}'>"
-        f"<div class='settings'>{e(describe_settings(scenario, settings))}</div>{trace}</div></div>"
+        f"<div class='agentlab-playground'{look.attr(f'{look.SANS};max-width:62em;line-height:1.35')}>"
+        f"<div class='title'{look.attr(f'{look.MUTED};{_LINE}')}>playground · {e(scenario.key)} · "
+        f"{e(scenario.title)}</div>"
+        f"<div class='status {kind}'{look.attr(status_css)}>{e(status)}</div>"
+        f"<div class='{'stale' if running else 'last'}'{look.attr('opacity:.45' if running else 'opacity:1')}>"
+        f"<div class='settings'{look.attr(f'{look.MUTED};{_LINE}')}>{e(describe_settings(scenario, settings))}</div>"
+        f"{trace}</div></div>"
     )
 
 

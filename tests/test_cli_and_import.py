@@ -8,12 +8,13 @@ import sys
 import pytest
 
 from agentlab.__main__ import main
+from agentlab.examples import BOUNDARY_CASES
 
 
-def test_demo_prints_the_trace_and_the_answer(capsys) -> None:
+def test_demo_prints_the_trace_which_gives_the_answer_once_up_top(capsys) -> None:
     assert main(["demo"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[-1] == "Pune: rain, 18°C"
+    assert out.splitlines()[0] == "✓ answered: Pune: rain, 18°C" and out.count("Pune: rain, 18°C") == 2  # + final:
     assert 'call call_1: getWeather({"city":"Pune"})' in out
     assert "turns 2 / 5" in out
 
@@ -35,6 +36,13 @@ def test_a_tripped_limit_is_one_clear_line_and_exit_code_1(capsys, flags, phrase
     assert main(["demo", *flags]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and phrase in err[0]
+
+
+def test_demo_help_says_what_each_case_does(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    out = capsys.readouterr().out
+    assert all(f"  {case} " in out for case in ["weather", *BOUNDARY_CASES]) and "examples:" in out
 
 
 def test_import_agentlab_uses_only_the_standard_library() -> None:

@@ -61,3 +61,10 @@ def test_the_loop_holds_when_there_is_time_for_many_turns(batch: list[Scenario])
 @given(batches(timeouts=st.integers(0, 3)))
 def test_the_loop_holds_when_the_deadline_is_zero_or_nearly(batch: list[Scenario]) -> None:
     holds(batch)
+
+
+@fixed(60)
+@given(scenarios())
+def test_the_loop_holds_against_one_adversary_alone(scenario: Scenario) -> None:
+    """Alone on its event loop, a run is also checked for the time it spends inspecting a hostile decision."""
+    holds([scenario])

@@ -9,6 +9,7 @@ what is and is not a refusal, and how the sync entry point and the trace show it
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -78,7 +79,7 @@ async def test_a_made_id_never_repeats_one_the_model_used() -> None:
     model = Scripted(calls(squatter), calls({"name": "lookup", "args": {}}), final("done"))
     result = await agent_loop("q", model, lookup_tools(), max_refusals=1)
     ids = [m["call_id"] for m in result.history if m["role"] == "tool"]
-    assert ids == ["refused-2-1", "refused-2-1'"]
+    assert ids == ["refused-2-1", "refused-2-1-1"]
 
 
 async def test_ids_of_a_refused_batch_count_as_used() -> None:
@@ -168,3 +169,35 @@ async def test_the_trace_shows_returned_refusals_apart_from_results_and_gauges_t
     assert "✗ refused, returned to the model" in text and "– not run — call 'n1' of this batch was refused" in text
     assert "refusals 1 / 2" in text
     assert "refusals" not in render_text(await agent_loop("q", Scripted(final("done")), {}))
+
+
+async def test_a_recovered_history_is_a_transcript_every_provider_accepts() -> None:
+    """One answer per call id, right after its batch, each refusal marked as an error; made ids are plain."""
+    from agentlab.models import anthropic_format, chat_format
+    from agentlab.models.transcript import turns
+
+    model = Scripted(
+        calls(GOOD, {"name": "lookup", "args": {"id": "B"}}),
+        calls(call("nope", {}, "g1")),
+        calls(call("lookup", {"id": "A"}, "g2")),
+        final("done"),
+    )
+    result = await agent_loop("q", model, lookup_tools(), max_refusals=2)
+    batches = [turn for turn in turns(result.history) if turn.kind == "calls"]
+    assert [[(r.call_id, r.is_error) for r in turn.results] for turn in batches] == [
+        [("g1", True), ("refused-1-2", True)],
+        [("refused-2-1", True)],
+        [("g2", False)],
+    ]
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]+", c["id"]) for turn in batches for c in turn.calls)
+    chat = chat_format.to_messages(result.history)
+    assert [m["tool_call_id"] for m in chat if m["role"] == "tool"] == ["g1", "refused-1-2", "refused-2-1", "g2"]
+    blocks = [b for m in anthropic_format.to_messages(result.history) if m["role"] == "user" for b in m["content"]]
+    assert [b.get("is_error") for b in blocks if b["type"] == "tool_result"] == [True, True, True, False]
+
+
+async def test_a_refused_turn_keeps_the_tokens_a_real_model_reported() -> None:
+    reported = {"input_tokens": 5, "output_tokens": 1}
+    model = Scripted({**calls(call("nope", {}, "n1")), "usage": reported}, final("done"))
+    result = await agent_loop("q", model, lookup_tools(), max_refusals=1)
+    assert result.history[1]["usage"] == reported and result.usage.tokens == 6

@@ -103,7 +103,7 @@ async def test_a_batch_of_a_million_calls_is_refused_quickly_and_cheaply() -> No
         tracemalloc.stop()
     assert elapsed < 1.0  # was 6.7-14 s
     assert peak < 50 * 2**20  # was about 750 MiB
-    assert len(raised.value.rejected["calls"]) <= 1000
+    assert len(raised.value.rejected["calls"]) <= 10
 
 
 class SlowHashKey(str):

@@ -135,9 +135,10 @@ async def test_stop_aborts_a_slow_run_through_its_signal() -> None:
     signals: list = []
     pg = playground(waiting(signals))
     pg.controls["delay_ms"].value = 5000
-    assert "⏳ running" not in pg.view.value and pg.stop.disabled  # a quick run would not flicker
+    assert "… running" not in pg.view.value and pg.stop.disabled  # a quick run would not flicker
     await asyncio.sleep(2 * RUNNING_AFTER_S)
-    assert "⏳ running" in pg.view.value and "class='stale'" in pg.view.value and not pg.stop.disabled
+    assert "… running" in pg.view.value and "class='stale'" in pg.view.value and not pg.stop.disabled
+    assert pg.stop.button_style == "danger"  # red while it can stop a run, grey when it cannot
     started = time.perf_counter()
     pg.stop.click()
     await asyncio.wait_for(pg.settled(), 2)
@@ -194,7 +195,7 @@ async def test_the_snapshot_shows_the_last_finished_run_while_another_runs() -> 
     pg.controls["delay_ms"].value = 5000
     await asyncio.sleep(0.05)
     snapshot = pg._repr_mimebundle_()
-    assert "⏳ running" not in snapshot["text/html"] and "✓ answered: waited 0 ms" in snapshot["text/html"]
+    assert "… running" not in snapshot["text/html"] and "✓ answered: waited 0 ms" in snapshot["text/html"]
     pg.close()
     await asyncio.wait_for(pg.settled(), 2)
     assert pg.status == "✗ AbortError: aborted: the playground was closed" and pg.box.comm is None

@@ -85,13 +85,16 @@ def turns(history: Sequence[dict[str, Any]]) -> Iterator[Turn]:
 
 
 def _reports_failure(content: str) -> bool:
-    """The loop's own records of a call that did not do its work: abandoned, rolled back, outcome unknown."""
+    """The loop's own records of a call that did not do its work: abandoned, rolled back, outcome unknown,
+    or refused and returned to the model (`max_refusals`), its own call or another of its batch."""
     try:
         value = json.loads(content)
     except ValueError:
         return False
     if not isinstance(value, dict):
         return False
+    if set(value) in ({"refused"}, {"not_run"}):
+        return True
     return value.get("abandoned") is True or value.get("rolled_back") is True or value.get("outcome") == "unknown"
 
 
