@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 READY := $(VENV)/.ready
 
-.PHONY: lab test test-browser lint format bench soak stress clean notebooks student
+.PHONY: lab test test-browser test-nbgrader lint format bench soak stress clean notebooks student
 
 DEV_READY := $(VENV)/.dev-ready
 # JupyterLab refuses to run as root (Docker, a devcontainer, a cloud VM) unless told it may.
@@ -49,8 +49,13 @@ test-browser: $(DEV_READY)  ## set up, then run every notebook in JupyterLab in 
 notebooks: $(DEV_READY)  ## re-execute every notebook in place from a fresh kernel: the outputs nbval compares
 	$(BIN)/python tools/run_notebooks.py
 
-student: $(READY)  ## write the student versions of notebooks/exercises/ (solutions cut out) into its student/
+student: $(DEV_READY)  ## release the workbooks with nbgrader (teachers/source -> notebooks/exercises), keeping learners' edits
 	$(BIN)/python -m agentlab student
+
+# nbgrader for real: a course of three submissions released and autograded by nbgrader, its gradebook compared with
+# the checker's verdicts (tests/test_nbgrader.py). `make test` skips it: it takes a minute or two.
+test-nbgrader: $(DEV_READY)  ## set up, then autograde a small nbgrader course and check the gradebook (a minute or two)
+	$(BIN)/python -m pytest -m nbgrader tests/test_nbgrader.py
 
 lint: $(DEV_READY)
 	$(BIN)/ruff check .

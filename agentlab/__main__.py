@@ -5,7 +5,7 @@ python -m agentlab demo --max-turns 1          # a tripped limit: the trace, an 
 python -m agentlab demo --case unknown-tool    # the tutorial's boundary cases
 python -m agentlab check solution.py           # the student checker: exit 0 only when every behaviour passes
 python -m agentlab grade submissions/          # every submission in a folder: grades.csv and a feedback file each
-python -m agentlab student                     # write the student versions of the workbooks
+python -m agentlab student                     # release the workbooks (nbgrader) where learners work
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
         "--step", choices=STEPS + EXTRA_STEPS, help="only the behaviours of one step (default: every workbook step)"
     )
     checker.add_argument("--json", action="store_true", help="print a JSON result for graders (score, rows, hints)")
-    checker.add_argument("--bound-s", type=float, default=None, help="give up on a behaviour after this long (2.5)")
+    checker.add_argument("--bound-s", type=float, default=None, help="give up on a behaviour after this long (4)")
     checker.add_argument("--seed", type=int, default=None, help="the scenarios' names and ids (default: a new one)")
     checker.set_defaults(handler=_check)
     grader = commands.add_parser(
@@ -100,10 +100,12 @@ def _parser() -> argparse.ArgumentParser:
     grader.add_argument("--out", default=None, help="where to write grades.csv and the feedback (FOLDER-grades)")
     grader.add_argument("--step", choices=STEPS, help="only the behaviours of one workbook step (default: all)")
     grader.add_argument("--jobs", type=int, default=None, help="submissions graded at once (default: CPU count)")
-    grader.add_argument("--bound-s", type=float, default=None, help="give up on a behaviour after this long (2.5)")
+    grader.add_argument("--bound-s", type=float, default=None, help="give up on a behaviour after this long (4)")
     grader.set_defaults(handler=_grade)
-    student = commands.add_parser("student", help="write the student versions of notebooks/exercises/ workbooks")
-    student.add_argument("--check", action="store_true", help="only list stale student versions; exit 1 if any")
+    student = commands.add_parser(
+        "student", help="release the workbooks with nbgrader into notebooks/exercises/, keeping learners' edits"
+    )
+    student.add_argument("--check", action="store_true", help="only list stale learners' copies; exit 1 if any")
     student.set_defaults(handler=_student)
     return parser
 
@@ -141,14 +143,25 @@ def _grade(options: argparse.Namespace) -> int:
 def _student(options: argparse.Namespace) -> int:
     from agentlab import student
 
-    if options.check:
-        problems = student.stale()
-        for problem in problems:
-            print(f"stale: {problem}", file=sys.stderr)
-        return 1 if problems else 0
-    for path in student.write():
+    try:
+        if options.check:
+            problems = student.stale()
+            for problem in problems:
+                print(f"stale: {problem}", file=sys.stderr)
+            return 1 if problems else 0
+        outcome = student.write()
+    except student.WorkbookError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for path in outcome.written:
         print(f"wrote {path.relative_to(student.ROOT)}")
-    return 0
+    for path in outcome.kept:
+        print(
+            f"kept {path.relative_to(student.ROOT)}: it has a learner's edits; the new version is "
+            f"{(student.RELEASE / path.name).relative_to(student.ROOT)}",
+            file=sys.stderr,
+        )
+    return 1 if outcome.kept else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

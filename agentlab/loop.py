@@ -331,7 +331,7 @@ class _Run:
             try:
                 batch = self.check_batch(payload, decision)  # the whole batch, before anything runs
             except REFUSALS as refusal:
-                self.return_refusal(payload, refusal)  # back to the model, within max_refusals; or raises it
+                self.return_refusal(payload, refusal, spent)  # back to the model, within max_refusals; or raises it
                 continue
             calls = [{"id": c.id, "name": c.name, "args": c.args} for c in batch]
             self.append({"role": "assistant", "calls": calls, **spent})
@@ -399,6 +399,10 @@ class _Run:
         try:
             return await self.model(snapshot, self.controller.signal)
         except AgentError as error:  # an adapter's own verdict: keep it, add the history
+            tokens = getattr(error, "tokens", None)
+            if _token_counts(tokens):  # a real model's answer the adapter refused was still paid for
+                self.usage.input_tokens += tokens["input_tokens"]
+                self.usage.output_tokens += tokens["output_tokens"]
             raise self.attach(error) from error.__cause__
         except BaseException as error:
             if _passes_through(error):
@@ -497,7 +501,7 @@ class _Run:
         self.seen_calls |= batch_calls
         return checked
 
-    def return_refusal(self, calls: list[Any], refusal: AgentError) -> None:
+    def return_refusal(self, calls: list[Any], refusal: AgentError, spent: dict[str, Any]) -> None:
         """Give a refused batch back to the model, if `max_refusals` allows; otherwise raise the refusal.
 
         The history gets the batch as proposed, then exactly one tool message
@@ -534,7 +538,7 @@ class _Run:
                     "args": args if isinstance(args, dict) else {},
                 }
             )
-        self.append({"role": "assistant", "calls": recorded})
+        self.append({"role": "assistant", "calls": recorded, **spent})
         refused_id = recorded[self.checking - 1]["id"]
         for number, call in enumerate(recorded, 1):
             if number == self.checking:

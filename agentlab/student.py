@@ -1,154 +1,161 @@
-"""Student versions of the workbooks: each solution cut out and replaced by a stub, as nbgrader does it.
+"""The learners' copies of the workbooks, made by nbgrader from the teachers' solved sources.
 
-    python -m agentlab student            # notebooks/exercises/*.ipynb -> notebooks/exercises/student/
-    python -m agentlab student --check    # exit 1 if a committed student version is stale; write nothing
+    python -m agentlab student            # teachers/source/workbooks/ -> notebooks/exercises/ (make student)
+    python -m agentlab student --check    # exit 1 if a learner's copy is stale; write nothing
 
-The source workbooks hold their solutions between nbgrader's markers,
+The layout is nbgrader's course convention, so a teacher who uses nbgrader takes `teachers/` as it is:
 
-    ### BEGIN SOLUTION
-    ...
-    ### END SOLUTION
+    teachers/nbgrader_config.py           the course (course_id "agentlab")
+    teachers/source/workbooks/*.ipynb     the solved workbooks: solutions between ### BEGIN/END SOLUTION
+    teachers/release/workbooks/*.ipynb    what `nbgrader generate_assignment workbooks` makes of them (not committed)
+    notebooks/exercises/*.ipynb           the learners' copies: the release, where the learners work
 
-so a teacher who uses nbgrader can take them as they are. Without nbgrader, this
-module makes the same student versions: each marked region becomes
-`# YOUR CODE HERE` / `raise NotImplementedError()` at the region's indentation
-(`YOUR ANSWER HERE` in a markdown cell), and every output and execution count
-is cleared. Only the standard library is used; the output is byte-stable (the
-JSON layout Jupyter itself writes), so a test can tell a stale copy.
+`nbgrader generate_assignment` cuts each solution out (`# YOUR CODE HERE` / `raise NotImplementedError()`),
+clears the outputs, locks the given and the check cells and records their checksums; this module only runs it
+and copies the release where learners work. It never overwrites a learner's work: a copy is replaced only if it
+is still exactly as it was released (`notebooks/exercises/.released.json` records what was), and an edited one
+is kept, with a note saying where the new version is. nbgrader is the teachers' extra
+(`pip install -e '.[teachers]'`); learners need neither it nor this command.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import re
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from agentlab.errors import AgentError
 
-CODE_STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")
-TEXT_STUB = ("YOUR ANSWER HERE",)
-_BEGIN = re.compile(r"^(\s*)(#+|//+)?\s*BEGIN SOLUTION\s*$")
-_END = re.compile(r"^\s*(#+|//+)?\s*END SOLUTION\s*$")
-
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE = ROOT / "notebooks" / "exercises"
-STUDENT = SOURCE / "student"
+COURSE = ROOT / "teachers"
+ASSIGNMENT = "workbooks"
+SOURCE = COURSE / "source" / ASSIGNMENT
+RELEASE = COURSE / "release" / ASSIGNMENT
+LEARNERS = ROOT / "notebooks" / "exercises"
+MANIFEST = ".released.json"  # file name -> sha256 of the copy as released: tells an untouched copy from an edited one
 
 
 class WorkbookError(AgentError):
-    """A source workbook cannot be turned into a student version (unbalanced markers, a region in a given cell)."""
+    """The learners' copies cannot be made: nbgrader is missing or refused a source workbook."""
 
 
-def strip_solutions(source: str, stub: tuple[str, ...] = CODE_STUB, where: str = "a cell") -> str:
-    """`source` with each BEGIN/END SOLUTION region replaced by `stub`, indented like the BEGIN line."""
-    out: list[str] = []
-    indent: str | None = None
-    for number, line in enumerate(source.splitlines(), 1):
-        begin, end = _BEGIN.match(line), _END.match(line)
-        if begin:
-            if indent is not None:
-                raise WorkbookError(f"{where}, line {number}: BEGIN SOLUTION inside another solution region")
-            indent = begin.group(1)
-            out.extend(indent + text for text in stub)
-        elif end:
-            if indent is None:
-                raise WorkbookError(f"{where}, line {number}: END SOLUTION without a BEGIN SOLUTION before it")
-            indent = None
-        elif indent is None:
-            out.append(line)
-    if indent is not None:
-        raise WorkbookError(f"{where}: BEGIN SOLUTION without an END SOLUTION after it")
-    return "\n".join(out)
+@dataclass
+class Outcome:
+    """What `write` did: copies written, copies kept because a learner edited them, and release copies made."""
+
+    written: list[Path] = field(default_factory=list)
+    kept: list[Path] = field(default_factory=list)
+    released: list[Path] = field(default_factory=list)
 
 
-def has_solution(source: str) -> bool:
-    """True if `source` has a solution marker left in it."""
-    return any(_BEGIN.match(line) or _END.match(line) for line in source.splitlines())
+def generate(source_dir: Path = SOURCE, release_dir: Path | None = None) -> dict[str, str]:
+    """File name -> text of nbgrader's release of every workbook in `source_dir`.
 
-
-def _text(source: str | list[str]) -> str:
-    return "".join(source) if isinstance(source, list) else source
-
-
-def student_notebook(notebook: dict[str, Any], name: str = "the notebook") -> dict[str, Any]:
-    """The student version of a source workbook (a notebook as parsed JSON); the source is not changed."""
-    cells = []
-    for number, cell in enumerate(notebook.get("cells", [])):
-        cell = dict(cell)
-        source = _text(cell.get("source", ""))
-        where = f"{name}, cell {number}"
-        if has_solution(source):
-            if not cell.get("metadata", {}).get("nbgrader", {}).get("solution", False):
-                raise WorkbookError(
-                    f"{where} has a solution region but is not an nbgrader solution cell: set its metadata "
-                    '"nbgrader": {"solution": true, ...}, or nbgrader will refuse it'
-                )
-            stub = CODE_STUB if cell.get("cell_type") == "code" else TEXT_STUB
-            source = strip_solutions(source, stub, where)
-        cell["source"] = source.splitlines(keepends=True)  # the list of lines Jupyter writes
-        if cell.get("cell_type") == "code":
-            cell["outputs"], cell["execution_count"] = [], None
-        cells.append(cell)
-    metadata = dict(notebook.get("metadata", {}))
-    language = metadata.pop("language_info", {})  # what the last run saw (a Python version): not the students' concern
-    metadata["language_info"] = {"name": language.get("name", "python")}
-    return {**notebook, "metadata": metadata, "cells": cells}
-
-
-def render(notebook: dict[str, Any]) -> str:
-    """A notebook as the JSON text Jupyter writes: one-space indent, sorted keys, a final newline."""
-    return json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
-
-
-def expected_versions(source_dir: Path = SOURCE) -> dict[str, str]:
-    """File name -> text of the student version of every workbook in `source_dir`."""
-    versions = {}
-    for path in sorted(source_dir.glob("*.ipynb")):
-        try:
-            notebook = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as error:
-            raise WorkbookError(f"cannot read the workbook {path}: {error}") from error
-        versions[path.name] = render(student_notebook(notebook, path.name))
-    if not versions:
+    nbgrader runs in a throwaway course folder (it keeps a gradebook database there); with `release_dir`, the
+    release copies are also written there, and only there.
+    """
+    sources = sorted(source_dir.glob("*.ipynb"))
+    if not sources:
         raise WorkbookError(f"no workbooks (*.ipynb) in {source_dir}")
+    with tempfile.TemporaryDirectory(prefix="agentlab-course-") as folder:
+        course = Path(folder)
+        shutil.copytree(source_dir, course / "source" / ASSIGNMENT, ignore=shutil.ignore_patterns(".*"))
+        shutil.copy(COURSE / "nbgrader_config.py", course / "nbgrader_config.py")
+        _nbgrader(course, "generate_assignment", ASSIGNMENT, "--force")
+        released = course / "release" / ASSIGNMENT
+        versions = {path.name: (released / path.name).read_text(encoding="utf-8") for path in sources}
+        if release_dir is not None:
+            release_dir.mkdir(parents=True, exist_ok=True)
+            for name, text in versions.items():
+                (release_dir / name).write_text(text, encoding="utf-8")
     return versions
 
 
-def stale(source_dir: Path = SOURCE, student_dir: Path = STUDENT) -> list[str]:
-    """What is out of date in `student_dir`: missing, changed or extra student versions (empty if none)."""
-    expected = expected_versions(source_dir)
+def _nbgrader(course: Path, *args: str) -> None:
+    """Run one nbgrader command in `course`; a WorkbookError with nbgrader's own words if it fails."""
+    try:
+        import nbgrader  # noqa: F401  (only to say clearly that it is missing)
+    except ImportError:
+        raise WorkbookError(
+            "the learners' copies are made by nbgrader, the teachers' extra: pip install -e '.[teachers]' "
+            "(make student and make test install it)"
+        ) from None
+    # nbgrader runs alembic (its database migrations) by name: it must be on PATH, next to this Python.
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args],
+        cwd=course,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if done.returncode != 0:
+        errors = [line for line in (done.stdout + done.stderr).splitlines() if "ERROR" in line or "Error" in line]
+        raise WorkbookError(f"nbgrader {' '.join(args)} failed: " + (" | ".join(errors[-4:]) or done.stderr[-800:]))
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _manifest(learners: Path) -> dict[str, str]:
+    path = learners / MANIFEST
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as error:
+        raise WorkbookError(f"cannot read {path}: {error}; delete it to start afresh") from error
+    return {str(name): str(value) for name, value in data.items()} if isinstance(data, dict) else {}
+
+
+def stale(source_dir: Path = SOURCE, learners: Path = LEARNERS) -> list[str]:
+    """What is out of date in `learners`: missing, changed or extra copies (empty if none)."""
+    expected = generate(source_dir)
     problems = []
     for name, text in expected.items():
-        path = student_dir / name
+        path = learners / name
         if not path.exists():
             problems.append(f"{name}: missing")
         elif path.read_text(encoding="utf-8") != text:
             problems.append(f"{name}: out of date")
-    extra = sorted(path.name for path in student_dir.glob("*.ipynb") if path.name not in expected)
-    return problems + [f"{name}: has no source workbook" for name in extra]
+    extra = sorted(path.name for path in learners.glob("*.ipynb") if path.name not in expected)
+    problems += [f"{name}: has no source workbook" for name in extra]
+    if _manifest(learners) != {name: digest(text) for name, text in expected.items()}:
+        problems.append(f"{MANIFEST}: out of date")
+    return problems
 
 
-def write(source_dir: Path = SOURCE, student_dir: Path = STUDENT) -> list[Path]:
-    """Write the student version of every workbook; return the paths written (unchanged files are left alone)."""
-    student_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, text in expected_versions(source_dir).items():
-        path = student_dir / name
-        if not path.exists() or path.read_text(encoding="utf-8") != text:
+def write(source_dir: Path = SOURCE, learners: Path = LEARNERS, release_dir: Path | None = RELEASE) -> Outcome:
+    """Release every workbook (into `release_dir`), then bring the learners' copies up to date, keeping edits.
+
+    A learner's copy is written if it is missing, or still exactly the copy last released to it; one that
+    differs from both the last release and the new one has been edited, and is kept as it is.
+    """
+    versions = generate(source_dir, release_dir)
+    outcome = Outcome(released=[release_dir / name for name in versions] if release_dir is not None else [])
+    learners.mkdir(parents=True, exist_ok=True)
+    manifest = _manifest(learners)
+    for name, text in versions.items():
+        path = learners / name
+        current = path.read_text(encoding="utf-8") if path.exists() else None
+        if current == text:
+            manifest[name] = digest(text)
+        elif current is None or digest(current) == manifest.get(name):
             path.write_text(text, encoding="utf-8")
-            written.append(path)
-    return written
+            manifest[name] = digest(text)
+            outcome.written.append(path)
+        else:
+            outcome.kept.append(path)
+    (learners / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return outcome
 
 
-__all__ = [
-    "CODE_STUB",
-    "WorkbookError",
-    "expected_versions",
-    "has_solution",
-    "render",
-    "stale",
-    "strip_solutions",
-    "student_notebook",
-    "write",
-]
+__all__ = ["ASSIGNMENT", "COURSE", "LEARNERS", "RELEASE", "SOURCE", "Outcome", "WorkbookError", "stale", "write"]

@@ -250,9 +250,9 @@ def test_cli_checks_a_module_by_name(capsys) -> None:
 
 
 def test_cli_checks_a_submitted_workbook_at_its_own_step(capsys) -> None:
-    assert main(["check", str(ROOT / "notebooks" / "exercises" / "03_budgets.ipynb")]) == 0
+    assert main(["check", str(ROOT / "teachers" / "source" / "workbooks" / "03_budgets.ipynb")]) == 0
     assert "step 'budgets': all pass" in capsys.readouterr().out
-    assert main(["check", str(ROOT / "notebooks" / "exercises" / "student" / "03_budgets.ipynb"), "--json"]) == 1
+    assert main(["check", str(ROOT / "notebooks" / "exercises" / "03_budgets.ipynb"), "--json"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["step"] == "budgets"
     assert {row["hint_id"] for row in data["rows"]} == {"diagnosis/not_implemented"}

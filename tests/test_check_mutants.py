@@ -1,7 +1,7 @@
 """The checker is itself tested: each common mistake fails exactly the rows it should, with the right hint.
 
 The mutants are not hand-written loops. Each is the model answer of the last workbook
-(`notebooks/exercises/05_limits.ipynb`, the cells tagged `agent-loop`) with one small source
+(`teachers/source/workbooks/05_limits.ipynb`, the cells tagged `agent-loop`) with one small source
 substitution, the way mutation testing makes them: so each mistake is realistic, sits in
 otherwise correct code, and there is one loop to maintain, the one students are shown.
 """
@@ -16,7 +16,7 @@ import pytest
 
 from agentlab.check import check
 
-WORKBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "exercises" / "05_limits.ipynb"
+WORKBOOK = Path(__file__).resolve().parent.parent / "teachers" / "source" / "workbooks" / "05_limits.ipynb"
 
 # The bound per behaviour: the timing rows of the model answer take up to a second on a busy machine.
 BOUND_S = 2.5

@@ -62,7 +62,7 @@ def test_cli_without_a_step_checks_every_row_of_a_file(capsys) -> None:
 
 
 def test_cli_checks_the_last_workbook_against_every_row(capsys) -> None:
-    workbook = Path(__file__).resolve().parent.parent / "notebooks" / "exercises" / "05_limits.ipynb"
+    workbook = Path(__file__).resolve().parent.parent / "teachers" / "source" / "workbooks" / "05_limits.ipynb"
     assert main(["check", str(workbook), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["total"] == len(select())
 
@@ -146,7 +146,7 @@ def test_cli_grade_writes_the_csv_and_says_where(tmp_path, capsys) -> None:
 
 
 def test_cli_checks_workbook_6_on_its_writes_step(capsys) -> None:
-    workbook = Path(__file__).resolve().parent.parent / "notebooks" / "exercises" / "06_writes.ipynb"
+    workbook = Path(__file__).resolve().parent.parent / "teachers" / "source" / "workbooks" / "06_writes.ipynb"
     assert main(["check", str(workbook), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert (data["step"], data["passed"], data["total"]) == ("writes", len(select("writes")), len(select("writes")))

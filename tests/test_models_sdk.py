@@ -227,3 +227,14 @@ async def test_a_live_run_names_the_setting_behind_a_retired_model_or_a_refused_
             with pytest.raises(ModelError, match=f"change {setting}"):
                 await agent_loop("Is book A in?", model, lookup_tools())
     assert server.requests[0]["body"]["model"] == "retired-model-1"
+
+
+@pytest.mark.parametrize("kind", sorted(PROVIDERS))
+async def test_a_refused_answer_still_counts_its_tokens(kind):
+    reply = PROVIDERS[kind][0]
+    cut = {"chat": {"finish_reason": "length"}, "responses": {"incomplete": "max_output_tokens"}}.get(
+        kind, {"stop_reason": "max_tokens"}
+    )
+    error, _ = await run(kind, reply(calls=[lookup("A", "call_1")]), reply(text="A is", usage=(300, 4096), **cut))
+    assert isinstance(error, ModelOutputError) and "incomplete output" in str(error)
+    assert (error.usage.input_tokens, error.usage.output_tokens) == (320, 4101)

@@ -18,7 +18,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
-STUDENT_WORK = NOTEBOOKS / "exercises" / "student"  # students' own copies: never executed or compared here
+STUDENT_WORK = NOTEBOOKS / "exercises"  # the learners' own copies: never executed or compared here
+WORKBOOKS = ROOT / "teachers" / "source"  # their solved sources are
 SERIES = (
     "00_start_here",
     "01_call_ids",
@@ -39,7 +40,7 @@ WEAKENING = {"NBVAL_SKIP", "NBVAL_IGNORE_OUTPUT", "nbval-skip", "nbval-ignore-ou
 def notebooks_under_test() -> list[Path]:
     return sorted(
         path
-        for path in NOTEBOOKS.rglob("*.ipynb")
+        for path in [*NOTEBOOKS.rglob("*.ipynb"), *WORKBOOKS.rglob("*.ipynb")]
         if STUDENT_WORK not in path.parents and ".ipynb_checkpoints" not in path.parts
     )
 
@@ -48,7 +49,7 @@ def code_cells(path: Path) -> list[nbformat.NotebookNode]:
     return [cell for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"]
 
 
-NOTEBOOK_PARAMS = [pytest.param(path, id=str(path.relative_to(NOTEBOOKS))) for path in notebooks_under_test()]
+NOTEBOOK_PARAMS = [pytest.param(path, id=str(path.relative_to(ROOT))) for path in notebooks_under_test()]
 
 
 def test_the_series_is_all_there() -> None:
@@ -67,7 +68,7 @@ def test_nbval_collects_every_cell_of_every_notebook() -> None:
     )
     assert listing.returncode == 0, listing.stdout[-3000:] + listing.stderr[-3000:]
     collected: dict[str, int] = {}
-    for match in re.finditer(r"^(notebooks/\S+\.ipynb)::Cell \d+$", listing.stdout, flags=re.MULTILINE):
+    for match in re.finditer(r"^((?:notebooks|teachers)/\S+\.ipynb)::Cell \d+$", listing.stdout, flags=re.MULTILINE):
         collected[match[1]] = collected.get(match[1], 0) + 1
     expected = {str(path.relative_to(ROOT)): len(code_cells(path)) for path in notebooks_under_test()}
     assert collected == expected

@@ -194,3 +194,10 @@ async def test_a_recovered_history_is_a_transcript_every_provider_accepts() -> N
     assert [m["tool_call_id"] for m in chat if m["role"] == "tool"] == ["g1", "refused-1-2", "refused-2-1", "g2"]
     blocks = [b for m in anthropic_format.to_messages(result.history) if m["role"] == "user" for b in m["content"]]
     assert [b.get("is_error") for b in blocks if b["type"] == "tool_result"] == [True, True, True, False]
+
+
+async def test_a_refused_turn_keeps_the_tokens_a_real_model_reported() -> None:
+    reported = {"input_tokens": 5, "output_tokens": 1}
+    model = Scripted({**calls(call("nope", {}, "n1")), "usage": reported}, final("done"))
+    result = await agent_loop("q", model, lookup_tools(), max_refusals=1)
+    assert result.history[1]["usage"] == reported and result.usage.tokens == 6

@@ -90,10 +90,10 @@ MUTANTS = (
                 "        for number, call in enumerate(calls, 1):\n            self.checking = number",
             ),
             (
-                "                self.return_refusal(payload, refusal)",
+                "                self.return_refusal(payload, refusal, spent)",
                 "                for good in self.checked_so_far:\n"
                 "                    await self.run_tool(good)\n"
-                "                self.return_refusal(payload, refusal)",
+                "                self.return_refusal(payload, refusal, spent)",
             ),
         ),
         {
@@ -169,4 +169,5 @@ def test_a_loop_without_max_refusals_fails_every_recovery_row() -> None:
             forbid_repeats=forbid_repeats,
         )
 
-    assert all(not row.passed for row in check(workbook_loop, "recovery", bound_s=BOUND_S).rows)
+    rows = check(workbook_loop, "recovery", bound_s=BOUND_S).rows
+    assert {(row.passed, row.hint_id) for row in rows} == {(False, "diagnosis/no_max_refusals")}

@@ -1,14 +1,17 @@
-"""The student versions of the workbooks: up to date, without a solution left in them, and they run.
+"""The learners' copies of the workbooks: nbgrader's release, up to date, without a solution, and they run.
 
-`make student` (or `python -m agentlab student`) writes them; these tests fail when someone
-edits a workbook and forgets to, when a solution leaks into what students get, or when a
-student version would crash instead of showing the checker's failures.
+`make student` (`python -m agentlab student`) has nbgrader make them from teachers/source/workbooks/ and copies
+them into notebooks/exercises/, never over a learner's edits. These tests fail when someone edits a workbook and
+forgets to, when a solution leaks into what learners get, when a learner's copy would crash instead of showing
+the checker's failures, or when the command would overwrite a learner's work.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
+import shutil
 from pathlib import Path
 
 import nbformat
@@ -18,7 +21,14 @@ from nbclient import NotebookClient
 from agentlab import student
 from agentlab.__main__ import main
 from agentlab.behaviours import STEPS, select
-from agentlab.student import WorkbookError, has_solution, stale, strip_solutions, student_notebook
+from agentlab.student import stale
+
+_MARKER = re.compile(r"^\s*#+\s*(BEGIN|END) SOLUTION\s*$", re.MULTILINE)
+
+
+def has_solution(text: str) -> bool:
+    return bool(_MARKER.search(text))
+
 
 SOURCES = sorted(student.SOURCE.glob("*.ipynb"))
 
@@ -33,13 +43,12 @@ def test_there_is_a_workbook_per_step_in_order() -> None:
 
 
 def test_the_committed_student_versions_are_up_to_date() -> None:
-    assert stale() == [], "run `make student` (python -m agentlab student) and commit notebooks/exercises/student/"
-    assert main(["student", "--check"]) == 0
+    assert stale() == [], "run `make student` (python -m agentlab student) and commit notebooks/exercises/"
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda path: path.stem)
 def test_no_solution_is_left_in_a_student_version(path: Path) -> None:
-    source_cells, student_cells = cells(path), cells(student.STUDENT / path.name)
+    source_cells, student_cells = cells(path), cells(student.LEARNERS / path.name)
     student_text = "\n".join("".join(cell["source"]) for cell in student_cells if cell["cell_type"] == "code")
     assert not has_solution(student_text)  # the hints (markdown) show some code on purpose, one step at a time
     given, solved = [], []
@@ -61,7 +70,7 @@ def test_no_solution_is_left_in_a_student_version(path: Path) -> None:
 def test_a_source_workbook_has_outputs_and_its_student_version_none(path: Path) -> None:
     checks = [c for c in cells(path) if "check" in c["metadata"].get("tags", [])]
     assert checks and all(c["outputs"] for c in checks)
-    assert all(not c.get("outputs") for c in cells(student.STUDENT / path.name) if c["cell_type"] == "code")
+    assert all(not c.get("outputs") for c in cells(student.LEARNERS / path.name) if c["cell_type"] == "code")
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda path: path.stem)
@@ -79,12 +88,12 @@ def test_every_check_cell_is_worth_its_rows_for_nbgrader(path: Path) -> None:
 
 def test_student_versions_run_top_to_bottom_and_show_the_failures() -> None:
     """Each student version runs in a fresh kernel without an error, and its checks say what to write."""
-    notebooks = {path.name: nbformat.read(student.STUDENT / path.name, as_version=4) for path in SOURCES}
+    notebooks = {path.name: nbformat.read(student.LEARNERS / path.name, as_version=4) for path in SOURCES}
 
     async def run_all() -> None:
         clients = [
             NotebookClient(
-                nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(student.STUDENT)}}
+                nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(student.LEARNERS)}}
             )
             for nb in notebooks.values()
         ]
@@ -108,41 +117,38 @@ def test_student_versions_run_top_to_bottom_and_show_the_failures() -> None:
                     assert cell.outputs[-1]["data"]["text/plain"] == "0"
 
 
-# -- cutting the solutions out ---------------------------------------------------------------------------------------
+# -- the command never overwrites a learner's work -------------------------------------------------------------------
 
 
-def test_a_region_becomes_the_stub_at_its_indentation() -> None:
-    source = "def f():\n    x = 1\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION\n"
-    assert strip_solutions(source) == "def f():\n    x = 1\n    # YOUR CODE HERE\n    raise NotImplementedError()"
-
-
-@pytest.mark.parametrize(
-    ("source", "problem"),
-    [
-        ("### BEGIN SOLUTION\nx = 1\n", "without an END SOLUTION"),
-        ("x = 1\n### END SOLUTION\n", "END SOLUTION without a BEGIN"),
-        ("### BEGIN SOLUTION\n### BEGIN SOLUTION\n", "inside another"),
-    ],
-)
-def test_unbalanced_markers_are_refused(source: str, problem: str) -> None:
-    with pytest.raises(WorkbookError, match=problem):
-        strip_solutions(source)
-
-
-def test_a_region_outside_a_solution_cell_is_refused() -> None:
-    notebook = {"cells": [{"cell_type": "code", "metadata": {}, "source": "### BEGIN SOLUTION\n### END SOLUTION"}]}
-    with pytest.raises(WorkbookError, match="not an nbgrader solution cell"):
-        student_notebook(notebook)
-
-
-def test_stale_names_missing_changed_and_extra_versions(tmp_path: Path) -> None:
-    source, out = tmp_path / "source", tmp_path / "student"
+def test_a_release_replaces_untouched_copies_and_keeps_edited_ones(tmp_path: Path) -> None:
+    source, learners, release = tmp_path / "source", tmp_path / "exercises", tmp_path / "release"
     source.mkdir()
     for path in SOURCES[:2]:
-        (source / path.name).write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
-    assert stale(source, out) == [f"{SOURCES[0].name}: missing", f"{SOURCES[1].name}: missing"]
-    assert [p.name for p in student.write(source, out)] == [SOURCES[0].name, SOURCES[1].name]
-    assert stale(source, out) == [] and student.write(source, out) == []
-    (out / SOURCES[0].name).write_text("{}", encoding="utf-8")
-    (out / "99_extra.ipynb").write_text("{}", encoding="utf-8")
-    assert stale(source, out) == [f"{SOURCES[0].name}: out of date", "99_extra.ipynb: has no source workbook"]
+        shutil.copy(path, source / path.name)
+    first = student.write(source, learners, release)
+    assert [p.name for p in first.written] == [SOURCES[0].name, SOURCES[1].name] and first.kept == []
+    assert sorted(p.name for p in release.iterdir()) == [SOURCES[0].name, SOURCES[1].name]
+    assert stale(source, learners) == []
+    # The teacher edits both workbooks; a learner has meanwhile written in the first copy.
+    edited = learners / SOURCES[0].name
+    work = edited.read_text(encoding="utf-8").replace("raise NotImplementedError()", "return 42  # mine", 1)
+    edited.write_text(work, encoding="utf-8")
+    for path in source.iterdir():
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+        notebook["cells"][0]["source"] = [*notebook["cells"][0]["source"], "\n\nRevised."]
+        path.write_text(json.dumps(notebook, indent=1), encoding="utf-8")
+    second = student.write(source, learners, release)
+    assert second.kept == [edited] and [p.name for p in second.written] == [SOURCES[1].name]
+    assert edited.read_text(encoding="utf-8") == work  # the learner's work, untouched
+    assert "Revised." in (learners / SOURCES[1].name).read_text(encoding="utf-8")
+    assert "Revised." in (release / SOURCES[0].name).read_text(encoding="utf-8")  # the new version is there
+    assert stale(source, learners) == [f"{SOURCES[0].name}: out of date", ".released.json: out of date"]
+
+
+def test_the_command_says_which_copies_it_kept(tmp_path: Path, monkeypatch, capsys) -> None:
+    outcome = student.Outcome(kept=[student.LEARNERS / "01_basics.ipynb"])
+    monkeypatch.setattr(student, "write", lambda: outcome)
+    assert main(["student"]) == 1
+    err = capsys.readouterr().err
+    assert "kept notebooks/exercises/01_basics.ipynb: it has a learner's edits" in err
+    assert "teachers/release/workbooks/01_basics.ipynb" in err

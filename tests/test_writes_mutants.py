@@ -1,7 +1,7 @@
 """The "writes" rows catch the mistakes one makes writing workbook 6, each with the hint that names it.
 
 As in tests/test_check_mutants.py, each mutant is the model answer of workbook 6
-(`notebooks/exercises/06_writes.ipynb`, its cells tagged `agent-loop`) with one small source substitution,
+(`teachers/source/workbooks/06_writes.ipynb`, its cells tagged `agent-loop`) with one small source substitution,
 so that each mistake sits in otherwise correct code.
 """
 
@@ -17,7 +17,7 @@ from agentlab import agent_loop
 from agentlab.behaviours import select
 from agentlab.check import check
 
-WORKBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "exercises" / "06_writes.ipynb"
+WORKBOOK = Path(__file__).resolve().parent.parent / "teachers" / "source" / "workbooks" / "06_writes.ipynb"
 BOUND_S = 1.5
 
 

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agentlab.abort import AbortSignal
-from agentlab.errors import ConfigError, ModelError
+from agentlab.errors import AgentError, ConfigError, ModelError
 from agentlab.models import anthropic_format, chat_format, responses_format
 from agentlab.models.transcript import malformed
 
@@ -68,7 +68,7 @@ def openai_chat(
             body["max_completion_tokens"] = max_output_tokens
         return body
 
-    return _adapter(f"openai_chat({model})", endpoint, request, chat_format.decision_from)
+    return _adapter(f"openai_chat({model})", endpoint, request, chat_format)
 
 
 def openai_responses(
@@ -94,7 +94,7 @@ def openai_responses(
             body["max_output_tokens"] = max_output_tokens
         return body
 
-    return _adapter(f"openai_responses({model})", endpoint, request, responses_format.decision_from)
+    return _adapter(f"openai_responses({model})", endpoint, request, responses_format)
 
 
 def anthropic_messages(
@@ -123,7 +123,7 @@ def anthropic_messages(
             body["tools"] = specs
         return body
 
-    return _adapter(f"anthropic_messages({model})", endpoint, request, anthropic_format.decision_from)
+    return _adapter(f"anthropic_messages({model})", endpoint, request, anthropic_format)
 
 
 def _endpoint(client: Any, path: str, wanted: str) -> Callable[..., Any]:
@@ -141,8 +141,10 @@ def _adapter(
     name: str,
     create: Callable[..., Any],
     request: Callable[[Sequence[dict[str, Any]]], dict[str, Any]],
-    decide: Callable[[Any], dict[str, Any]],
+    wire: Any,
 ) -> Model:
+    """The model function: convert, send, read the body, convert back (`wire` is one of the *_format modules)."""
+
     async def model(messages: Sequence[dict[str, Any]], signal: AbortSignal) -> dict[str, Any]:
         body = request(messages)
         try:
@@ -157,7 +159,11 @@ def _adapter(
             response = json.loads(text)
         except ValueError:
             raise malformed(f"malformed response: the body is not JSON: {text[:120]!r}", text[:2000]) from None
-        return decide(response)
+        try:
+            return wire.decision_from(response)
+        except AgentError as error:  # refused, but paid for: the loop counts the turn's tokens all the same
+            error.tokens = wire.tokens_of(response)
+            raise
 
     model.__name__ = model.__qualname__ = name
     return model

@@ -70,8 +70,7 @@ def decision_from(response: Any) -> dict[str, Any]:
     content = response.get("content") if isinstance(response, dict) else None
     if not isinstance(content, list):
         raise malformed(f"malformed response: no content list in the {FORMAT} response", response)
-    usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
-    spent = tokens(usage.get("input_tokens"), usage.get("output_tokens"))
+    spent = tokens_of(response)
     reason = response.get("stop_reason")
     if reason in STOPPED:
         raise malformed(STOPPED[reason], content)
@@ -106,4 +105,11 @@ def decision_from(response: Any) -> dict[str, Any]:
     raise malformed(f"malformed response: neither tool_use nor text (stop_reason {reason!r})", content)
 
 
-__all__ = ["FORMAT", "STOPPED", "decision_from", "to_messages", "tool_specs"]
+def tokens_of(response: Any) -> dict[str, int] | None:
+    """The turn's token counts from a response body (`usage.input_tokens`, `output_tokens`), if any."""
+    usage = response.get("usage") if isinstance(response, dict) else None
+    usage = usage if isinstance(usage, dict) else {}
+    return tokens(usage.get("input_tokens"), usage.get("output_tokens"))
+
+
+__all__ = ["FORMAT", "STOPPED", "decision_from", "to_messages", "tokens_of", "tool_specs"]

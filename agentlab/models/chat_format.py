@@ -65,8 +65,7 @@ def decision_from(response: Any) -> dict[str, Any]:
     message = choice.get("message")
     if not isinstance(message, dict):
         raise malformed(f"malformed response: the {FORMAT} choice has no message", response)
-    usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
-    spent = tokens(usage.get("prompt_tokens"), usage.get("completion_tokens"))
+    spent = tokens_of(response)
     reason = choice.get("finish_reason")
     if message.get("refusal"):
         raise malformed(f"the model refused: {message['refusal']!r:.200}", message)
@@ -89,6 +88,13 @@ def decision_from(response: Any) -> dict[str, Any]:
     return with_usage({"kind": "final", "text": content}, spent)
 
 
+def tokens_of(response: Any) -> dict[str, int] | None:
+    """The turn's token counts from a response body (`usage.prompt_tokens`, `completion_tokens`), if any."""
+    usage = response.get("usage") if isinstance(response, dict) else None
+    usage = usage if isinstance(usage, dict) else {}
+    return tokens(usage.get("prompt_tokens"), usage.get("completion_tokens"))
+
+
 def _call(call: Any, raw: Any) -> dict[str, Any]:
     if not isinstance(call, dict):
         raise malformed(f"malformed call: expected an object, got {call!r:.80}", raw)
@@ -104,4 +110,4 @@ def _call(call: Any, raw: Any) -> dict[str, Any]:
     return {"id": call_id, "name": name, "args": args_from_json(function.get("arguments"), call_id, name, raw, FORMAT)}
 
 
-__all__ = ["FORMAT", "decision_from", "to_messages", "tool_specs"]
+__all__ = ["FORMAT", "decision_from", "to_messages", "tokens_of", "tool_specs"]

@@ -63,8 +63,7 @@ def decision_from(response: Any) -> dict[str, Any]:
     output = response.get("output") if isinstance(response, dict) else None
     if not isinstance(output, list):
         raise malformed(f"malformed response: no output list in the {FORMAT} response", response)
-    usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
-    spent = tokens(usage.get("input_tokens"), usage.get("output_tokens"))
+    spent = tokens_of(response)
     if response.get("status") == "incomplete":
         details = response.get("incomplete_details")
         reason = details.get("reason") if isinstance(details, dict) else None
@@ -104,4 +103,11 @@ def decision_from(response: Any) -> dict[str, Any]:
     raise malformed("malformed response: neither function calls nor text", output)
 
 
-__all__ = ["FORMAT", "decision_from", "to_input", "tool_specs"]
+def tokens_of(response: Any) -> dict[str, int] | None:
+    """The turn's token counts from a response body (`usage.input_tokens`, `output_tokens`), if any."""
+    usage = response.get("usage") if isinstance(response, dict) else None
+    usage = usage if isinstance(usage, dict) else {}
+    return tokens(usage.get("input_tokens"), usage.get("output_tokens"))
+
+
+__all__ = ["FORMAT", "decision_from", "to_input", "tokens_of", "tool_specs"]

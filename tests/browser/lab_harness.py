@@ -51,6 +51,9 @@ LAB_SETTINGS: dict[str, dict[str, Any]] = {
     "@jupyterlab/notebook-extension/tracker": {"autoStartDefaultKernel": True},
     "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
 }
+# A laptop's screen: what a learner sees without scrolling, and what the screenshots show.
+LAPTOP = {"width": 1280, "height": 800}
+THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
 SERVER_START_S = 90
 STOP_WAIT_S = 30
 KERNEL_IDLE_S = 90
@@ -206,6 +209,13 @@ def start_lab(workdir: Path, notebooks: Path) -> LabServer:
     return server
 
 
+def set_theme(server: LabServer, theme: str) -> None:
+    """Choose the theme of the pages opened from now on (the user setting a page reads when it loads)."""
+    file = server.root.parent / "lab-settings" / "@jupyterlab" / "apputils-extension" / "themes.jupyterlab-settings"
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text(json.dumps({"theme": theme}))
+
+
 def stop_lab(server: LabServer) -> None:
     """SIGTERM the server by its pid (it shuts its kernels down), SIGKILL after a grace period."""
     stop_process(server.process.pid, signal.SIGTERM)
@@ -321,6 +331,13 @@ class NotebookPage:
         return (indicator.get_attribute("data-status") or "") if indicator.count() else ""
 
     def screenshot(self, label: str = "") -> Path:
+        """The window as it is, once the notebook has drawn (a shot taken earlier came out blank)."""
+        wait_for(
+            f"{self.name} to draw its cells",
+            lambda: self.page.locator(".jp-NotebookPanel .jp-Cell .jp-InputArea").first.is_visible(),
+            30,
+        )
+        self.page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
         path = self.shots / f"{self.name}{'-' + label if label else ''}.png"
         self.page.screenshot(path=str(path))
         return path
@@ -441,6 +458,10 @@ class NotebookPage:
                               + getComputedStyle(td).textAlign))"""
         )
 
+    def look(self) -> list[str]:
+        """What is wrong with how agentlab's outputs look: lost styles, right-aligned cells, bars, contrast < 3:1."""
+        return self.page.evaluate(_LOOK_JS)
+
     def wait_widgets_rendered(self) -> None:
         """Wait until no output still says 'Loading widget...' (the widget manager is slow on first use)."""
 
@@ -450,10 +471,85 @@ class NotebookPage:
         wait_for(f"{self.name}'s widgets to render", rendered, 30)
 
 
+# agentlab's outputs as a learner sees them (NotebookPage.look): each finding names the output and what is wrong.
+# Contrast is the theme's background (and any translucent layers) against the text, faded by its opacity.
+_LOOK_JS = r"""
+() => {
+  const found = [];
+  const rgba = text => {
+    const m = text.match(/rgba?\(([^)]+)\)/);
+    if (!m) return [0, 0, 0, 0];
+    const p = m[1].split(',').map(Number);
+    return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
+  };
+  const over = (top, under) => {  // a translucent colour laid over an opaque one
+    const a = top[3];
+    return [0, 1, 2].map(i => top[i] * a + under[i] * (1 - a)).concat([1]);
+  };
+  const backgroundOf = el => {
+    const layers = [];
+    for (let node = el; node && node.nodeType === 1; node = node.parentElement) {
+      const colour = rgba(getComputedStyle(node).backgroundColor);
+      if (colour[3] > 0) layers.push(colour);
+      if (colour[3] >= 1) break;
+    }
+    let result = [255, 255, 255, 1];
+    for (const layer of layers.reverse()) result = over(layer, result);
+    return result;
+  };
+  const luminance = c => {
+    const [r, g, b] = c.slice(0, 3).map(v => {
+      v /= 255;
+      return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4);
+    });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  const contrast = (a, b) => {
+    const [x, y] = [luminance(a), luminance(b)].sort((p, q) => q - p);
+    return (x + 0.05) / (y + 0.05);
+  };
+  const opacity = el => {
+    let value = 1;
+    for (let node = el; node && node.nodeType === 1; node = node.parentElement) {
+      value *= Number(getComputedStyle(node).opacity);
+    }
+    return value;
+  };
+  const name = el => (el.className && typeof el.className === 'string' ? el.className.split(' ')[0] : el.tagName);
+  const roots = document.querySelectorAll(
+    '.jp-Notebook .agentlab-trace, .jp-Notebook .agentlab-check, .jp-Notebook .agentlab-change, ' +
+    '.jp-Notebook .agentlab-playground, .jp-Notebook .agentlab-desk');
+  roots.forEach((root, n) => {
+    const where = `${name(root)} #${n + 1}`;
+    if (!root.getAttribute('style')) found.push(`${where} lost its inline style (sanitized away)`);
+    if (root.matches('.agentlab-trace, .agentlab-change')
+        && getComputedStyle(root).borderTopStyle !== 'solid') found.push(`${where} has no border`);
+    root.querySelectorAll('td, th').forEach(cell => {
+      if (getComputedStyle(cell).textAlign !== 'left' && cell.textContent.trim())
+        found.push(`${where}: a cell aligned ${getComputedStyle(cell).textAlign}: "${cell.textContent.slice(0, 40)}"`);
+    });
+    root.querySelectorAll('.bar').forEach(bar => {
+      if (bar.getBoundingClientRect().height < 4) found.push(`${where}: a gauge drawn without its bar`);
+    });
+    const texts = Array.from(root.querySelectorAll('td, th, span, div, code')).filter(
+      el => Array.from(el.childNodes).some(c => c.nodeType === 3 && c.textContent.trim()));
+    texts.forEach(el => {
+      const style = getComputedStyle(el);
+      const background = backgroundOf(el);
+      const colour = over([...rgba(style.color).slice(0, 3), rgba(style.color)[3] * opacity(el)], background);
+      const ratio = contrast(colour, background);
+      if (ratio < 3) found.push(`${where}: "${el.textContent.trim().slice(0, 40)}" reads at ${ratio.toFixed(1)}:1`);
+    });
+  });
+  return found.slice(0, 12);
+}
+"""
+
+
 @contextlib.contextmanager
 def notebook_page(browser: Any, name: str, source_file: Path, shots: Path) -> Iterator[NotebookPage]:
     """A fresh browser context and page for one notebook; closed when the caller is done."""
-    context = browser.new_context(viewport={"width": 1280, "height": 1400})
+    context = browser.new_context(viewport=LAPTOP)
     try:
         page = context.new_page()
         page.set_default_timeout(30_000)

@@ -28,7 +28,7 @@ from agentlab.scenarios import SCENARIOS
 
 
 def discover_notebooks() -> list[Path]:
-    """Every notebook under notebooks/ (lessons, exercises, students' workbooks), found when the tests are collected."""
+    """Every notebook under notebooks/ (lessons, the learners' workbooks), found when the tests are collected."""
     return sorted(
         path.relative_to(NOTEBOOKS) for path in NOTEBOOKS.rglob("*.ipynb") if ".ipynb_checkpoints" not in path.parts
     )
@@ -325,6 +325,8 @@ def run_and_check(page: NotebookPage, url: str) -> None:
     if first_widget.count():
         first_widget.scroll_into_view_if_needed()
     page.screenshot()
+    looks = page.look()
+    assert not looks, "after running:\n" + "\n".join(looks)
     misaligned = page.right_aligned_tables()
     if misaligned:
         RIGHT_ALIGNED[page.name] = misaligned

@@ -1,0 +1,90 @@
+"""What a learner sees first: every notebook as opened (untrusted), and after running, in the light and dark theme.
+
+JupyterLab does not trust a notebook it opens from disk: it strips `<style>` from the saved outputs and keeps only
+the inline styles its CSS filter allows. So here each agentlab output (trace, playground, approval desk, checker
+report) must show its styles as opened: a bordered box, left-aligned unstriped table cells, gauges drawn as bars,
+and text that reads on its background (contrast at least 3:1) in both themes, at a laptop's 1280 x 800. After a
+run, the same, and a playground's two control groups sit side by side.
+
+    make test-browser      # the screenshots: <folder>/first-sight-<notebook>-<theme>-<opened|ran>.png
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from lab_harness import THEMES, Chromium, LabServer, notebook_page, set_theme
+from test_jupyterlab import discover_notebooks, shot_name
+
+# The playground's two groups of controls (the loop's limits, the scenario) on one row.
+_SIDE_BY_SIDE_JS = r"""
+() => Array.from(document.querySelectorAll('.jp-Notebook .widget-hbox')).filter(
+  row => row.querySelectorAll(':scope > .widget-vbox').length === 2).map(row => {
+    const [a, b] = row.querySelectorAll(':scope > .widget-vbox');
+    return Math.abs(a.getBoundingClientRect().top - b.getBoundingClientRect().top) < 2;
+  })
+"""
+
+
+# What a shot scrolls to first: the playground or the approval desk, the outputs with the most to show.
+FIRST_LOOK = ".jp-Notebook .agentlab-playground, .jp-Notebook .agentlab-desk"
+
+
+def notebooks_with_outputs() -> list[Path]:
+    return [path for path in discover_notebooks() if "exercises" not in path.parts]  # learners' copies: no outputs
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("theme", list(THEMES))
+@pytest.mark.parametrize("notebook", notebooks_with_outputs(), ids=lambda path: path.as_posix())
+def test_saved_outputs_look_right_as_opened(
+    notebook: Path, theme: str, lab: LabServer, chromium: Chromium, shots_dir: Path
+) -> None:
+    set_theme(lab, THEMES[theme])
+    name = f"first-sight-{shot_name(notebook)}-{theme}"
+    try:
+        with notebook_page(chromium.browser, name, lab.root / notebook, shots_dir) as page:
+            page.open(lab.url(notebook))
+            page.wait_widgets_rendered()
+            assert page.page.evaluate("() => document.body.dataset.jpThemeName") == THEMES[theme]
+            found = page.look()
+            shot = page.screenshot("opened")
+            first = page.page.locator(FIRST_LOOK).first
+            if not first.count():
+                first = page.page.locator(".jp-Notebook .agentlab-trace, .jp-Notebook .agentlab-check").first
+            if first.count():
+                first.scroll_into_view_if_needed()
+                page.screenshot("opened-first-output")
+            assert not found, f"{notebook} as opened ({theme}, {shot}):\n" + "\n".join(found)
+    finally:
+        set_theme(lab, THEMES["light"])
+        lab.shut_down_kernels()
+
+
+# After running: every lesson with a playground or a desk in the dark theme (the light theme's run is the main suite's,
+# which checks the same look after Run All).
+@pytest.mark.browser
+@pytest.mark.parametrize("notebook", notebooks_with_outputs(), ids=lambda path: path.as_posix())
+def test_outputs_look_right_after_running_in_the_dark(
+    notebook: Path, lab: LabServer, chromium: Chromium, shots_dir: Path
+) -> None:
+    set_theme(lab, THEMES["dark"])
+    name = f"first-sight-{shot_name(notebook)}-dark"
+    try:
+        with notebook_page(chromium.browser, name, lab.root / notebook, shots_dir) as page:
+            page.open(lab.url(notebook))
+            page.run_all()
+            page.wait_all_executed()
+            page.wait_widgets_rendered()
+            found = page.look()
+            rows = page.page.evaluate(_SIDE_BY_SIDE_JS)
+            playground = page.page.locator(FIRST_LOOK).first
+            if playground.count():
+                playground.scroll_into_view_if_needed()
+            shot = page.screenshot("ran")
+            assert not found, f"{notebook} after running (dark, {shot}):\n" + "\n".join(found)
+            assert all(rows), f"{notebook}: a playground's two control groups do not sit side by side at 1280 px"
+    finally:
+        set_theme(lab, THEMES["light"])
+        lab.shut_down_kernels()
