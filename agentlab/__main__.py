@@ -90,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
         "--step", choices=STEPS + EXTRA_STEPS, help="only the behaviours of one step (default: every workbook step)"
     )
     checker.add_argument("--json", action="store_true", help="print a JSON result for graders (score, rows, hints)")
-    checker.add_argument("--bound-s", type=float, default=None, help="give up on a behaviour after this long (2.5)")
+    checker.add_argument("--bound-s", type=float, default=None, help="give up on a behaviour after this long (4)")
     checker.add_argument("--seed", type=int, default=None, help="the scenarios' names and ids (default: a new one)")
     checker.set_defaults(handler=_check)
     grader = commands.add_parser(
@@ -100,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     grader.add_argument("--out", default=None, help="where to write grades.csv and the feedback (FOLDER-grades)")
     grader.add_argument("--step", choices=STEPS, help="only the behaviours of one workbook step (default: all)")
     grader.add_argument("--jobs", type=int, default=None, help="submissions graded at once (default: CPU count)")
-    grader.add_argument("--bound-s", type=float, default=None, help="give up on a behaviour after this long (2.5)")
+    grader.add_argument("--bound-s", type=float, default=None, help="give up on a behaviour after this long (4)")
     grader.set_defaults(handler=_grade)
     student = commands.add_parser(
         "student", help="release the workbooks with nbgrader into notebooks/exercises/, keeping learners' edits"

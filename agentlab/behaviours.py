@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import inspect
+import json
 import random
 import re
 import string
@@ -26,6 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentlab import errors
 from agentlab.abort import AbortController
 from agentlab.errors import ConfigError
 from agentlab.jsonc import compact_json
@@ -127,6 +130,18 @@ class _Log:
         self.signals: list[Any] = []  # the signal of each model call
         self.ran: list[Any] = []  # the value each tool run got
         self.tool_signals: list[Any] = []
+        self.events: list[tuple[float, str]] = []  # when each model call and tool run started
+        self.ended: float | None = None  # when the watched run returned or raised
+
+    def mark(self, what: str) -> None:
+        self.events.append((time.perf_counter(), what))
+
+    async def watch(self, run: Awaitable[Any]) -> Any:
+        """Await the run, noting when it ended."""
+        try:
+            return await run
+        finally:
+            self.ended = time.perf_counter()
 
     @property
     def turns(self) -> int:
@@ -142,6 +157,7 @@ def _lookup(ran: list[Any] | None = None, log: _Log | None = None, latency: floa
                 where.append(value)
         if log is not None:
             log.tool_signals.append(signal)
+            log.mark("tool run")
         if latency:
             await asyncio.sleep(latency)
         return parse_lookup_args(value)
@@ -155,6 +171,7 @@ def _sync_lookup(log: _Log) -> dict[str, Tool]:
     def run(value: Any, signal: Any = None) -> Any:
         log.ran.append(value)
         log.tool_signals.append(signal)
+        log.mark("tool run")
         return parse_lookup_args(value)
 
     return {_names.tool: Tool(validate=parse_lookup_args, run=run)}
@@ -171,6 +188,7 @@ def _tools_model(*batches: Any, log: _Log | None = None, final: str | None = Non
         if log is not None:
             log.seen.append(_plain(messages))
             log.signals.append(signal)
+            log.mark("model call")
         batch = next(turns, None)
         if batch is None:
             return {"kind": "final", "text": _names.done if final is None else final}
@@ -232,8 +250,16 @@ async def _no_task_left(before: set[asyncio.Task[Any]]) -> None:
     if started:
         await asyncio.wait(started, timeout=LEAK_GRACE_S)
     leaked = [t for t in started if not t.done()]
+    swallowed = [t for t in leaked if t.cancelling() > 0]  # asked to stop, and still running: it caught the cancel
     for task in leaked:
         task.cancel()
+    if swallowed:
+        raise BehaviourFailed(
+            "a task the loop cancelled (asyncio.CancelledError) to stop",
+            f"{len(swallowed)} cancelled task(s) of the run went on running: the cancellation was caught and not "
+            "raised again",
+            "swallowed_cancel",
+        )
     if leaked:
         names_ = ", ".join(sorted({getattr(t.get_coro(), "__qualname__", "?") for t in leaked}))
         raise BehaviourFailed(
@@ -268,10 +294,33 @@ async def _rejects(run: Awaitable[Any], phrase: str, clue: str, ran: list[Any] |
         if not re.search(phrase, str(error)):
             happened, kind = _describe(error) + _ran_note(ran), _kind("wrong_error", ran)
             raise BehaviourFailed(f"an error matching /{phrase}/", happened, kind + clue) from error
+        wanted = _CLASSES.get(phrase)
+        if wanted is not None and isinstance(error, tuple(_CLASSES.values())) and not isinstance(error, wanted):
+            raise BehaviourFailed(
+                f"agentlab's {wanted.__name__} for this limit (or an error class of your own)",
+                f"{_describe(error)}: agentlab's class for another rule",
+                "wrong_class:" + clue,
+            ) from error
         return error
     text = getattr(result, "text", result)
     happened = f"the run returned {text!r}" + _ran_note(ran)
     raise BehaviourFailed(f"an error matching /{phrase}/", happened, _kind("no_error", ran) + clue)
+
+
+# The error classes of agentlab, by the phrase a behaviour expects. A student may raise their own classes;
+# one of agentlab's, though, must be the one for the rule (not TurnBudgetError for the tool budget).
+_CLASSES: dict[str, type[Exception]] = {
+    "unknown tool": errors.UnknownToolError,
+    "args": errors.ToolArgsError,
+    "tool budget": errors.ToolBudgetError,
+    "turn budget": errors.TurnBudgetError,
+    "duplicate call id": errors.DuplicateCallIdError,
+    "deadline": errors.DeadlineError,
+    "context budget": errors.ContextBudgetError,
+    "output budget": errors.OutputBudgetError,
+    "malformed": errors.ModelOutputError,
+    "repeated tool call without progress": errors.RepeatedCallError,
+}
 
 
 def _kind(kind: str, ran: list[Any] | None) -> str:
@@ -303,17 +352,56 @@ def _times(n: int) -> str:
     return {0: "not at all", 1: "once", 2: "twice"}.get(n, f"{n} times")
 
 
-async def _quiet_after(log: _Log, scenario: str, clue: str, wait_s: float = 0.15) -> None:
-    """Confirm that nothing of a stopped run goes on: no model call and no tool run after it raised."""
-    turns, runs = log.turns, len(log.ran)
+async def _quiet_after(log: _Log, scenario: str, clue: str, wait_s: float = 0.2) -> None:
+    """Confirm that nothing of a stopped run goes on: no model call or tool run started after it raised.
+
+    The run must have been awaited through `log.watch`, which notes when it ended.
+    """
     await asyncio.sleep(wait_s)
-    if (log.turns, len(log.ran)) != (turns, runs):
-        later = f"{log.turns - turns} model call(s) and {len(log.ran) - runs} tool run(s)"
+    later = [what for when, what in log.events if log.ended is not None and when > log.ended]
+    if later:
+        counts = ", ".join(f"{later.count(what)} {what}{'s' if later.count(what) > 1 else ''}" for what in set(later))
         raise BehaviourFailed(
-            f"{scenario}: nothing of the run to go on once agent_loop had raised",
-            f"{later} happened after it raised",
+            f"{scenario}: nothing of the run to start once agent_loop had raised",
+            f"{counts} started after it raised",
             clue,
         )
+
+
+async def _control(agent_loop: AgentLoop, scenario: str, **options: Any) -> None:
+    """The same loop on a run it must let through: a valid call runs, its result reaches the model, the answer
+    comes back. A row about refusing is earned only by a loop that also does the work."""
+    n, log = _names, _Log()
+    model = _tools_model([n.call(9)], log=log)
+    result = await _returns(agent_loop("q", model, _lookup(log=log), **options), f"{scenario} to succeed", "control")
+    expected = _tool_message(n.id(9), compact_json({"id": n.value(9)}))
+    got = log.seen[1][-1] if len(log.seen) > 1 and log.seen[1] else "no second model call"
+    if len(log.ran) != 1 or not _same_result(got, expected) or getattr(result, "text", None) != n.done:
+        raise BehaviourFailed(
+            f"{scenario}: the valid call to run once, its result {expected} to reach the model, and the answer "
+            f"{n.done!r} to come back",
+            f"{len(log.ran)} tool run(s); the model's last message was {got}; result.text was "
+            f"{getattr(result, 'text', None)!r}",
+            "control",
+        )
+
+
+def _same_result(got: Any, expected: dict[str, Any]) -> bool:
+    """The tool message answers the same call with the same JSON value (its spelling is another row's business)."""
+    try:
+        same_json = json.loads(got["content"]) == json.loads(expected["content"])
+        return bool(same_json and got["role"] == "tool" and got["call_id"] == expected["call_id"])
+    except Exception:
+        return False
+
+
+def _takes(function: Any, option: str) -> bool:
+    """True if `function` (or what it wraps) accepts the keyword `option`, or any keyword."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.name == option or p.kind is p.VAR_KEYWORD for p in parameters)
 
 
 def _hang() -> Awaitable[Any]:
@@ -364,6 +452,7 @@ async def unknown_tool(agent_loop: AgentLoop) -> None:
         model = _tools_model([{"id": _names.id(1), "name": name, "args": {"id": _names.value(1)}}])
         await _rejects(agent_loop("q", model, _lookup(ran)), "unknown tool", "near_name", ran)
         _nothing_ran(ran, "near_name", f" (the model asked for {name!r}; the tool is {real!r})")
+    await _control(agent_loop, "the same run with the exact tool name")
 
 
 async def invalid_args_never_run(agent_loop: AgentLoop) -> None:
@@ -393,6 +482,7 @@ async def invalid_args_never_run(agent_loop: AgentLoop) -> None:
         model = _tools_model([{"id": _names.id(1), "name": "strict", "args": args}])
         await _rejects(agent_loop("q", model, {"strict": Tool(validate=strict, run=run)}), "args", "other_error", ran)
         _nothing_ran(ran, "other_error")
+    await _control(agent_loop, "a run with valid args")
 
 
 async def tool_and_turn_budgets(agent_loop: AgentLoop) -> None:
@@ -466,11 +556,11 @@ async def deadline_ignoring_signal(agent_loop: AgentLoop) -> None:
 
     model = _tools_model([n.call(1)], [n.call(2)], stalls, log=log)
     started = time.perf_counter()
-    await _rejects(agent_loop("q", model, _lookup(log=log), timeout_ms=250), "deadline", "whole_run")
+    await _rejects(log.watch(agent_loop("q", model, _lookup(log=log), timeout_ms=250)), "deadline", "whole_run")
     elapsed = time.perf_counter() - started
-    if elapsed > 0.25 + 0.5:
+    if elapsed > 0.25 + 0.8:
         raise BehaviourFailed(
-            "the deadline error within 0.5 s of timeout_ms=250", f"it took {elapsed:.2f} s", "whole_run"
+            "the deadline error within 0.8 s of timeout_ms=250", f"it took {elapsed:.2f} s", "whole_run"
         )
     await _quiet_after(log, "after the deadline", "ran_after_deadline")
 
@@ -506,6 +596,7 @@ async def context_output_cancellation(agent_loop: AgentLoop) -> None:
                 "abort_identity",
             )
         _model_calls(log, 0, "with a signal aborted before the run", "pre_aborted_model_called")
+    await _control(agent_loop, "a run that fits max_chars=200", max_chars=200, signal=AbortController().signal)
 
 
 # -- the other rules of the contract ------------------------------------------------
@@ -657,10 +748,10 @@ async def limits_reached_exactly(agent_loop: AgentLoop) -> None:
         "a run of exactly max_turns=4 turns and max_calls=5 calls (batches of 2, 1 and 2) to succeed",
         "exact_turns_calls",
     )
-    size = max(4, len(n.done))
+    size = 4
     await _returns(
-        agent_loop("abcdefghijklmnopqrstuvwxyz"[:size], _tools_model(), {}, max_chars=size),
-        f"an input of exactly max_chars={size} characters to fit (and the {len(n.done)}-character answer)",
+        agent_loop("abcdefghijklmnopqrstuvwxyz"[:size], _tools_model(final="k"), {}, max_chars=size),
+        f"an input of exactly max_chars={size} characters to fit (the answer is 1 character)",
         "exact_context",
     )
     for text in ("done", "x" * 40):
@@ -778,6 +869,7 @@ async def inherited_names_refused(agent_loop: AgentLoop) -> None:
         model = _tools_model([{"id": "1", "name": "anything", "args": {}}])
         await _rejects(agent_loop("q", model, tools), "unknown tool", "defaultdict", ran)
         _nothing_ran(ran, "defaultdict")
+    await _control(agent_loop, "a run with a plain dict of tools")
 
 
 @dataclass(frozen=True)
@@ -929,7 +1021,7 @@ async def model_sees_snapshot(agent_loop: AgentLoop) -> None:
 
 async def deadline_blocking_model(agent_loop: AgentLoop) -> None:
     """The deadline holds against a plain model that blocks its thread."""
-    for timeout_ms, sleep_s in ((15, 0.5), (150, 0.9)):
+    for timeout_ms, sleep_s in ((15, 1.2), (150, 1.5)):
 
         def model(messages: Any, signal: Any = None, *, sleep_s: float = sleep_s) -> dict[str, Any]:
             time.sleep(sleep_s)
@@ -938,12 +1030,22 @@ async def deadline_blocking_model(agent_loop: AgentLoop) -> None:
         started = time.perf_counter()
         await _rejects(agent_loop("q", model, {}, timeout_ms=timeout_ms), "deadline", "blocking_model")
         elapsed = time.perf_counter() - started
-        if elapsed > timeout_ms / 1000 + 0.3:
+        if elapsed > timeout_ms / 1000 + 0.6:
             raise BehaviourFailed(
-                f"the deadline error within 0.3 s of timeout_ms={timeout_ms}, from a model that blocks for {sleep_s} s",
+                f"the deadline error within 0.6 s of timeout_ms={timeout_ms}, from a model that blocks for {sleep_s} s",
                 f"it took {elapsed:.2f} s",
                 "blocked_loop",
             )
+
+    def slowish(messages: Any, signal: Any = None) -> dict[str, Any]:
+        time.sleep(0.05)
+        return {"kind": "final", "text": _names.done}
+
+    result = await _returns(
+        agent_loop("q", slowish, {}, timeout_ms=2000), "a plain model that takes 50 ms to answer within 2 s", "control"
+    )
+    if getattr(result, "text", None) != _names.done:
+        raise BehaviourFailed(f"result.text == {_names.done!r}", f"result was {result!r}", "control")
 
 
 async def deadline_covers_tools(agent_loop: AgentLoop) -> None:
@@ -961,7 +1063,7 @@ async def deadline_covers_tools(agent_loop: AgentLoop) -> None:
 
     # a plain tool that blocks its thread
     def block(value: Any, signal: Any = None) -> Any:
-        time.sleep(0.8)
+        time.sleep(1.2)
         return "too late"
 
     model = _tools_model([{"id": _names.id(1), "name": "block", "args": {}}])
@@ -971,9 +1073,9 @@ async def deadline_covers_tools(agent_loop: AgentLoop) -> None:
         "deadline",
         "blocking_tool",
     )
-    if (elapsed := time.perf_counter() - started) > 0.05 + 0.35:
+    if (elapsed := time.perf_counter() - started) > 0.05 + 0.6:
         raise BehaviourFailed(
-            "the deadline error within 0.35 s of timeout_ms=50, from a tool that blocks for 0.8 s",
+            "the deadline error within 0.6 s of timeout_ms=50, from a tool that blocks for 1.2 s",
             f"it took {elapsed:.2f} s",
             "blocking_tool",
         )
@@ -987,17 +1089,23 @@ async def deadline_covers_tools(agent_loop: AgentLoop) -> None:
     model = _tools_model(*([keeps_calling] * 12), log=log)
     started = time.perf_counter()
     await _rejects(
-        agent_loop("q", model, _lookup(log=log, latency=0.08), timeout_ms=350, max_turns=12, max_calls=12),
+        log.watch(agent_loop("q", model, _lookup(log=log, latency=0.08), timeout_ms=350, max_turns=12, max_calls=12)),
         "deadline",
         "per_step",
     )
-    if (elapsed := time.perf_counter() - started) > 0.35 + 0.4:
+    if (elapsed := time.perf_counter() - started) > 0.35 + 0.8:
         raise BehaviourFailed(
-            "the deadline error within 0.4 s of timeout_ms=350, in a run of many 80 ms tool calls",
+            "the deadline error within 0.8 s of timeout_ms=350, in a run of many 80 ms tool calls",
             f"it took {elapsed:.2f} s",
             "per_step",
         )
     await _quiet_after(log, "after the deadline", "ran_after_deadline")
+    # a batch of slow tools that ignore the signal: once the deadline fires during the first, no other starts
+    log = _Log()
+    batch = [{"id": _names.id(i), "name": _names.tool, "args": {"id": _names.value(i)}} for i in (1, 2, 3)]
+    tools = _lookup(log=log, latency=0.2)
+    await _rejects(log.watch(agent_loop("q", _tools_model(batch, log=log), tools, timeout_ms=60)), "deadline", "batch")
+    await _quiet_after(log, "a batch of three 0.2 s tools and timeout_ms=60", "ran_after_deadline")
 
 
 async def signal_aborted_on_deadline(agent_loop: AgentLoop) -> None:
@@ -1010,7 +1118,7 @@ async def signal_aborted_on_deadline(agent_loop: AgentLoop) -> None:
         before.append(getattr(signal, "aborted", None))
         return await _hang()
 
-    await _rejects(agent_loop("q", model, {}, timeout_ms=15), "deadline", "signal_model")
+    await _rejects(agent_loop("q", model, {}, timeout_ms=200), "deadline", "signal_model")
     if not signals or signals[0] is None:
         raise BehaviourFailed("the model to be given a signal", "it was given None", "signal_not_aborted")
     if before[0] is not False:
@@ -1034,7 +1142,7 @@ async def signal_aborted_on_deadline(agent_loop: AgentLoop) -> None:
 
     model = _tools_model([{"id": _names.id(1), "name": "hang", "args": {}}])
     await _rejects(
-        agent_loop("q", model, {"hang": Tool(validate=lambda args: None, run=hang_tool)}, timeout_ms=15),
+        agent_loop("q", model, {"hang": Tool(validate=lambda args: None, run=hang_tool)}, timeout_ms=200),
         "deadline",
         "tool_signal",
     )
@@ -1045,7 +1153,7 @@ async def signal_aborted_on_deadline(agent_loop: AgentLoop) -> None:
     # with a signal from outside: the run's own signal is aborted, the caller's is not touched
     outside, signals = AbortController(), []
     await _rejects(
-        agent_loop("q", model_of(signals), {}, timeout_ms=15, signal=outside.signal), "deadline", "signal_model"
+        agent_loop("q", model_of(signals), {}, timeout_ms=200, signal=outside.signal), "deadline", "signal_model"
     )
     if outside.signal.aborted or not signals or getattr(signals[0], "aborted", None) is not True:
         raise BehaviourFailed(
@@ -1080,8 +1188,8 @@ async def abort_midway(agent_loop: AgentLoop) -> None:
     error = await _rejects(
         agent_loop("q", model, {}, timeout_ms=5000, signal=controller.signal), "user pressed stop", "abort_midway"
     )
-    if time.perf_counter() - started > 0.5:
-        raise BehaviourFailed("the run to stop within 0.5 s of the abort", "it took longer", "abort_slow")
+    if (elapsed := time.perf_counter() - started) > 1.0:
+        raise BehaviourFailed("the run to stop within 1 s of the abort", f"it took {elapsed:.2f} s", "abort_slow")
     if error is not reason:
         raise BehaviourFailed(
             "the very exception given to abort() to be raised (error is signal.reason)",
@@ -1099,32 +1207,31 @@ async def abort_midway(agent_loop: AgentLoop) -> None:
         reason = Cancelled(f"stopped in {where} ({n.done})")
 
         def block(messages: Any, signal: Any = None) -> Any:
-            time.sleep(0.6)
+            time.sleep(1.5)
             return {"kind": "final", "text": "too late"}
 
         async def slow(value: Any, signal: Any = None, *, log: _Log = log) -> Any:
             log.ran.append(value)
             log.tool_signals.append(signal)
-            await asyncio.sleep(0.6)
+            log.mark("tool run")
+            await asyncio.sleep(1.5)
             return "too late"
 
         if where == "tool":
             tools = {"slow": Tool(validate=lambda a: None, run=slow)}
-            model = _tools_model(
-                [{"id": n.id(1), "name": "slow", "args": {}}], [{"id": n.id(2), "name": "slow", "args": {}}], log=log
-            )
+            model = _tools_model([{"id": n.id(i), "name": "slow", "args": {}} for i in (1, 2)], log=log)
         else:
             tools, model = {}, block
         asyncio.get_running_loop().call_later(0.1, controller.abort, reason)
         started = time.perf_counter()
         error = await _rejects(
-            agent_loop("q", model, tools, timeout_ms=5000, signal=controller.signal),
+            log.watch(agent_loop("q", model, tools, timeout_ms=5000, signal=controller.signal)),
             re.escape(str(reason)),
             clue,
         )
-        if (elapsed := time.perf_counter() - started) > 0.1 + 0.35:
+        if (elapsed := time.perf_counter() - started) > 0.1 + 0.7:
             raise BehaviourFailed(
-                f"the run to stop within 0.35 s of an abort that came while a {where} ran",
+                f"the run to stop within 0.7 s of an abort that came while a {where} ran",
                 f"it took {elapsed:.2f} s",
                 clue,
             )
@@ -1172,6 +1279,7 @@ async def tool_failures_reported(agent_loop: AgentLoop) -> None:
             raise BehaviourFailed("a clear error naming the tool", f"a bare {type(error).__name__}", f"bare:{clue}")
         if tool not in str(error):
             raise BehaviourFailed(f"the error to name the tool, {tool!r}", _describe(error), "tool_not_named")
+    await _control(agent_loop, "a run whose tool works")
 
 
 async def malformed_decisions(agent_loop: AgentLoop) -> None:
@@ -1200,13 +1308,28 @@ async def malformed_decisions(agent_loop: AgentLoop) -> None:
 
         await _rejects(agent_loop("q", model, _lookup(ran)), "malformed", clue, ran)
         _nothing_ran(ran, clue, f" (the batch {decision})")
+    await _control(agent_loop, "a run of well-formed decisions")
 
 
 async def repeats_forbidden(agent_loop: AgentLoop) -> None:
     """With forbid_repeats, the same tool with the same args is refused the second time."""
     n = _names
-    ran: list[Any] = []
     same = [n.call(1, value=0)], [n.call(2, value=0)]
+    ran: list[Any] = []
+    await _returns(
+        agent_loop("q", _tools_model(*same), _lookup(ran)),
+        "without forbid_repeats, the same call twice to run",
+        "repeats_default",
+    )
+    if len(ran) != 2:
+        raise BehaviourFailed(
+            "without forbid_repeats, the same call twice to run twice",
+            f"{len(ran)} tool runs happened",
+            "repeats_default",
+        )
+    if not _takes(agent_loop, "forbid_repeats"):
+        return  # a loop written to the exercise's first contract, without the option, is asked only the above
+    ran = []
     model = _tools_model(*same)
     await _rejects(
         agent_loop("q", model, _lookup(ran), forbid_repeats=True), "repeated tool call without progress", "repeats"
@@ -1247,11 +1370,6 @@ async def repeats_forbidden(agent_loop: AgentLoop) -> None:
         agent_loop("q", model, {**_lookup(), **other}, forbid_repeats=True),
         "with forbid_repeats=True, calls with other args or to another tool to run",
         "repeats_false_positive",
-    )
-    await _returns(
-        agent_loop("q", _tools_model(*same), _lookup()),
-        "without forbid_repeats, the same call twice to run",
-        "repeats_default",
     )
 
 
@@ -1607,7 +1725,6 @@ __all__ += ["RECOVERY"]
 # A self-contained block with helpers of its own (prefixed _w): it only extends EXTRA_STEPS, RULES, ALL and __all__.
 # =====================================================================================================================
 
-import json  # noqa: E402 (this block's imports are kept with it)
 
 from agentlab.tools import Approval  # noqa: E402
 
@@ -1616,6 +1733,11 @@ class _RolledBack(Exception):
     """What a write tool raises when it was stopped and undid its work: `rolled_back` says so to the loop."""
 
     rolled_back = True
+
+
+def _wid(name: str) -> str:
+    """A call id of these scenarios: seeded like the others' (`vary`), so that canned answers fail."""
+    return names().prefix + name
 
 
 def _w_describe(value: Any) -> str:
@@ -1650,11 +1772,11 @@ def _w_model(*batches: list[dict[str, Any]], seen: list[Any] | None = None) -> C
 
 
 def _w_reserve(key: str, book: str, quantity: int = 1) -> dict[str, Any]:
-    return {"id": key, "name": "reserve", "args": {"book": book, "quantity": quantity}}
+    return {"id": _wid(key), "name": "reserve", "args": {"book": book, "quantity": quantity}}
 
 
 def _w_read(key: str, book: str) -> dict[str, Any]:
-    return {"id": key, "name": "lookup", "args": {"id": book}}
+    return {"id": _wid(key), "name": "lookup", "args": {"id": book}}
 
 
 def _w_parse_reservation(args: Any) -> tuple[str, int]:
@@ -1666,11 +1788,18 @@ def _w_parse_reservation(args: Any) -> tuple[str, int]:
     return str(args["book"]), int(args["quantity"])
 
 
-def _w_shop(events: list[tuple[Any, ...]], *, slow_s: float = 0.0, settle_s: float | None = None) -> dict[str, Tool]:
+def _w_shop(
+    events: list[tuple[Any, ...]],
+    *,
+    slow_s: float = 0.0,
+    settle_s: float | None = None,
+    on_start: Callable[[], Any] | None = None,
+) -> dict[str, Tool]:
     """A lookup (reads) and a reserve (writes) that log what they are given to `events`.
 
     reserve is async and takes `slow_s` to write; with `settle_s`, it instead holds its transaction open until the
-    run is stopped, then takes `settle_s` to roll back and raises _RolledBack. A sync twin, `reserve_now`, writes
+    run is stopped (`on_start` is called once it holds it), then takes `settle_s` to roll back and raises
+    _RolledBack. A sync twin, `reserve_now`, writes
     at once on whatever thread the loop runs it.
     """
 
@@ -1682,6 +1811,8 @@ def _w_shop(events: list[tuple[Any, ...]], *, slow_s: float = 0.0, settle_s: flo
         key = getattr(call, "id", call)
         events.append(("start", key, value))
         if settle_s is not None:
+            if on_start is not None:
+                on_start()
             for _ in range(300):  # hold until the run is stopped (at most 1.5 s); duck-typed: only `.aborted`
                 if getattr(signal, "aborted", False):
                     break
@@ -1793,7 +1924,7 @@ async def approval_before_each_write(agent_loop: AgentLoop) -> None:
         outcome = await _w_run(agent_loop("reserve", model, _w_shop(events, slow_s=0.02), approve=policy))
         _w_returned(outcome, f"the run, with {kind} policy that approves every write, to return 'done'", "raised")
         keys = [event[1] for event in events if event[0] == "start"]
-        if set(keys) - {"w_10", "w_1", "w_100"}:
+        if set(keys) - {_wid("w_10"), _wid("w_1"), _wid("w_100")}:
             raise BehaviourFailed(
                 "each write's run to get its ToolCall as its third argument, whose id is the call's own id (the "
                 "write's idempotency key): run(value, signal, call)",
@@ -1802,21 +1933,23 @@ async def approval_before_each_write(agent_loop: AgentLoop) -> None:
             )
         order = [(event[0], event[1]) for event in events]
         expected = [
-            ("approve", "w_10"),
-            ("start", "w_10"),
-            ("end", "w_10"),
+            ("approve", _wid("w_10")),
+            ("start", _wid("w_10")),
+            ("end", _wid("w_10")),
             ("read", "A"),
-            ("approve", "w_1"),
-            ("start", "w_1"),
-            ("end", "w_1"),
-            ("approve", "w_100"),
-            ("start", "w_100"),
-            ("end", "w_100"),
+            ("approve", _wid("w_1")),
+            ("start", _wid("w_1")),
+            ("end", _wid("w_1")),
+            ("approve", _wid("w_100")),
+            ("start", _wid("w_100")),
+            ("end", _wid("w_100")),
         ]
         if order != expected:
             if [e for e in order if e[0] == "approve"] != [e for e in expected if e[0] == "approve"]:
                 clue = "approve_ids"
-            elif order[:2] != expected[:2] or order.index(("approve", "w_1")) < order.index(("end", "w_10")):
+            elif order[:2] != expected[:2] or order.index(("approve", _wid("w_1"))) < order.index(
+                ("end", _wid("w_10"))
+            ):
                 clue = "approve_order"
             else:
                 clue = "write_order"
@@ -1827,14 +1960,14 @@ async def approval_before_each_write(agent_loop: AgentLoop) -> None:
                 clue,
             )
         asked = {event[1]: event for event in events if event[0] == "approve"}
-        if asked["w_10"][2:] != ("reserve", '{"book": "A", "quantity": 2}'):
+        if asked[_wid("w_10")][2:] != ("reserve", '{"book": "A", "quantity": 2}'):
             raise BehaviourFailed(
                 "the policy to be shown the call: its id, its tool name and the args the model proposed",
-                f"it was shown the name {asked['w_10'][2]!r} and the args {asked['w_10'][3]}",
+                f"it was shown the name {asked[_wid('w_10')][2]!r} and the args {asked[_wid('w_10')][3]}",
                 "approve_call",
             )
         given = {event[1]: event[2] for event in events if event[0] == "start"}
-        if given.get("w_10") != ("A", 2) or given.get("w_1") != ("C", 1):
+        if given.get(_wid("w_10")) != ("A", 2) or given.get(_wid("w_1")) != ("C", 1):
             raise BehaviourFailed(
                 "each write to run with what its validate returned, whatever the policy did to its copy of the args",
                 f"the writes were given {given}",
@@ -1857,7 +1990,7 @@ async def denial_is_the_result(agent_loop: AgentLoop) -> None:
         raise BehaviourFailed(
             "the rest of the batch to run after a denial", "the read after it did not", "denial_raised"
         )
-    for turn, key, reason in ((1, "w_7", "one per customer"), (2, "w_70", None)):
+    for turn, key, reason in ((1, _wid("w_7"), "one per customer"), (2, _wid("w_70"), None)):
         messages = seen[turn] if len(seen) > turn else []
         answers = [m for m in messages if m.get("role") == "tool" and m.get("call_id") == key]
         content = answers[0].get("content") if answers else None
@@ -1900,7 +2033,10 @@ async def denial_is_the_result(agent_loop: AgentLoop) -> None:
 async def write_budget_checked_first(agent_loop: AgentLoop) -> None:
     """max_writes counts approved writes over the run; a batch that would pass it is refused before anything runs."""
     over = (
-        ("three writes at once, max_writes=2", [[_w_read("r_1", "A"), *(_w_reserve(f"w_{n}", "A") for n in "123")]]),
+        (
+            "three writes at once, max_writes=2",
+            [[_w_read("r_1", "A"), *(_w_reserve(_wid(f"w_{n}"), "A") for n in "123")]],
+        ),
         (
             "one write, then a read and two writes, max_writes=2",
             [[_w_reserve("w_4", "C")], [_w_read("r_2", "D"), _w_reserve("w_5", "C"), _w_reserve("w_6", "D")]],
@@ -1951,8 +2087,9 @@ async def stopped_write_settles(agent_loop: AgentLoop) -> None:
     events: list[tuple[Any, ...]] = []
     started = time.perf_counter()
     model = _w_model([_w_reserve("w_9", "A")])
+    # The deadline leaves the loop 300 ms to start the write (plenty on a loaded machine); the write then holds.
     outcome = await _w_run(
-        agent_loop("go", model, _w_shop(events, settle_s=0.05), approve=_w_policy(events), timeout_ms=40)
+        agent_loop("go", model, _w_shop(events, settle_s=0.05), approve=_w_policy(events), timeout_ms=300)
     )
     settled = [event for event in events if event[0] == "rolled_back"]
     _w_error(
@@ -1970,14 +2107,12 @@ async def stopped_write_settles(agent_loop: AgentLoop) -> None:
     controller = AbortController()
     reason = RuntimeError("the customer hung up")
 
-    async def stop_soon(call: Any, signal: Any = None) -> bool:
+    def stop_soon() -> None:  # the abort comes 30 ms into the write, whatever the load before it
         asyncio.get_running_loop().call_later(0.03, controller.abort, reason)
-        return True
 
     model = _w_model([_w_reserve("w_11", "B")])
-    outcome = await _w_run(
-        agent_loop("go", model, _w_shop(events, settle_s=0.05), approve=stop_soon, signal=controller.signal)
-    )
+    shop = _w_shop(events, settle_s=0.05, on_start=stop_soon)
+    outcome = await _w_run(agent_loop("go", model, shop, approve=_w_policy(events), signal=controller.signal))
     if outcome is not reason:
         raise BehaviourFailed(
             "the run to raise the abort's own reason (the very exception given to abort)",

@@ -25,6 +25,7 @@ import ast
 import asyncio
 import contextlib
 import ctypes
+import functools
 import html
 import importlib
 import importlib.util
@@ -47,7 +48,7 @@ from agentlab.errors import AgentError, ConfigError
 # How long one behaviour may take before the checker gives up on it. A little
 # more than the bound each behaviour puts on every run it makes, so that an
 # await that never completes gets the behaviour's own, more precise verdict.
-BOUND_S = RUN_BOUND_S + 0.5
+BOUND_S = RUN_BOUND_S + 2.0
 
 # How long tasks the student's run started may take to finish after it
 # returned, before they count as leaked.
@@ -160,6 +161,7 @@ class _Seen:
 def _guard(impl: Callable[..., Any], seen: _Seen) -> Callable[..., Any]:
     """`impl`, with its two structural mistakes turned into clear errors: not async, wrong signature."""
 
+    @functools.wraps(impl)
     async def agent_loop(*args: Any, **kwargs: Any) -> Any:
         try:
             outcome = impl(*args, **kwargs)
@@ -282,7 +284,9 @@ def _run_behaviour(behaviour: Behaviour, impl: Callable[..., Any], bound_s: floa
         for error in _causes(outcome) if outcome is not None else []:
             error.__traceback__ = None  # let go of the run's frames now, so that what they held warns here
         warned = [str(w.message) for w in caught]
-    if leaked and not (isinstance(outcome, BehaviourFailed) and outcome.clue in ("leaked_tasks", "hung")):
+    if leaked and not (
+        isinstance(outcome, BehaviourFailed) and outcome.clue in ("leaked_tasks", "swallowed_cancel", "hung")
+    ):
         also = "" if outcome is None else f" (and then: {outcome})"
         outcome = BehaviourFailed(
             "no task of the run to be still running once agent_loop has returned or raised",
@@ -314,7 +318,7 @@ def _causes(error: BaseException) -> list[BaseException]:
     chain: list[BaseException] = []
     while error is not None and error not in chain and len(chain) < 10:
         chain.append(error)
-        error = error.__cause__ or error.__context__  # type: ignore[assignment]
+        error = error.__cause__ or (None if error.__suppress_context__ else error.__context__)  # type: ignore[assignment]
     return chain
 
 
@@ -487,6 +491,18 @@ _NOT_A_RESULT = (
     "Return `AgentResult(text=..., history=..., usage=Usage(...))` (from agentlab) when the model answers: "
     "the behaviours read result.text and result.history as attributes.",
 )
+_EXCEPTION_GROUP = (
+    "diagnosis/exception_group",
+    "Your loop let an ExceptionGroup out (asyncio.TaskGroup wraps what its tasks raise): catch it with "
+    "`except* Exception` or look at error.exceptions, and raise the error inside it (the ToolError, the "
+    "UnknownToolError, ...), so that the caller sees which rule stopped the run.",
+)
+_SWALLOWED_CANCEL = (
+    "diagnosis/swallowed_cancel",
+    "A CancelledError was caught and turned into something else (an error, or a result): catch Exception, not "
+    "BaseException, around the model and the tools, and never `except asyncio.CancelledError` without raising it "
+    "again. When the deadline or an abort cancels the run, the cancellation must reach your race.",
+)
 _NO_MAX_REFUSALS = (
     "diagnosis/no_max_refusals",
     "The recovery rows call agent_loop(..., max_refusals=N), beyond the workbooks' contract: add "
@@ -625,6 +641,7 @@ HINTS: dict[str, str] = {
         "Remember every call id of the run in a set that lives across turns (not just this batch), and refuse "
         "an id seen before with DuplicateCallIdError('duplicate call id ...') before running anything."
     ),
+    "malformed_decisions/ran:*": _WHOLE_BATCH,
     "malformed_decisions/*:malformed_kind": (
         "Check the decision's kind first: only 'final' and 'tools' exist; anything else is refused with "
         "ModelOutputError('malformed decision ...')."
@@ -900,6 +917,16 @@ HINTS: dict[str, str] = {
         "usage=Usage(...)), and let the history hold plain dicts."
     ),
     "*/raised": "agent_loop raised where this behaviour expects a run to succeed: read what happened above.",
+    "*/control": (
+        "Your loop refuses what this row is about, but a plain run with a valid call did not work: the tool must "
+        "run, its result go back to the model tied to its call id, and the model's final text come back as "
+        "result.text. Read what happened above."
+    ),
+    "*/wrong_class:*": (
+        "You raised one of agentlab's error classes, but the one for another rule: each limit has its own "
+        "(ToolBudgetError for max_calls, TurnBudgetError for max_turns, ContextBudgetError, OutputBudgetError, "
+        "DeadlineError, ...). The caller catches them by class, so the class must name the rule that stopped the run."
+    ),
     "*/no_error:*": "This run must fail with the error named in 'expected'; yours returned instead.",
     "*/wrong_error:*": "This run must fail with an error whose message contains the phrase in 'expected'.",
     "*/ran:*": "Nothing of a refused batch may run: do every check of the batch before running any of it.",
@@ -962,13 +989,27 @@ def hint_for(
     wrong signature, a result that is not an AgentResult) comes first; then the
     most specific entry of `HINTS` for the behaviour and its clue.
     """
+    causes = list(causes)
     if "keyword argument 'max_refusals'" in happened:  # a loop written for the workbooks, checked for recovery
         return _NO_MAX_REFUSALS
     for cause in causes:
         for kind, diagnosis in _DIAGNOSES.items():
             if isinstance(cause, kind):
                 return diagnosis
+    for cause in causes:
+        if isinstance(cause, BaseExceptionGroup):
+            return _EXCEPTION_GROUP
+    if clue != "hung" and any(isinstance(cause, asyncio.CancelledError) for cause in list(causes)[1:]):
+        return _SWALLOWED_CANCEL
+    if "raised CancelledError" in happened:
+        return _SWALLOWED_CANCEL
     # causes that cut across every row come before a row's own advice: tasks left running, a hang
+    if clue == "swallowed_cancel":
+        return _SWALLOWED_CANCEL
+    if clue == "control":
+        return "*/control", HINTS["*/control"]
+    if clue.startswith("wrong_class:"):
+        return "*/wrong_class:*", HINTS["*/wrong_class:*"]
     if clue == "leaked_tasks":
         return "*/leaked_tasks", HINTS["*/leaked_tasks"]
     if clue == "hung":

@@ -1,6 +1,7 @@
 """Does a verdict ever flip? The right loops through every row, N times, beside a CPU hog.
 
     python benchmarks/checker_stability.py [--runs 20] [--hogs 1]
+    python benchmarks/checker_stability.py --step writes   # workbook 6's rows: agentlab's loop and the answer
 
 The right loops are tests/fixtures/loops/right/*.py, the workbook answer (teachers/source/workbooks/05_limits.ipynb) and
 agentlab's own loop. Each run checks each of them against every row, as `agentlab.check` does, while `--hogs`
@@ -33,13 +34,17 @@ def right_loops() -> dict[str, Any]:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         loops[path.stem] = module.agent_loop
-    workbook = ROOT / "teachers" / "source" / "workbooks" / "05_limits.ipynb"
-    cells = json.loads(workbook.read_text(encoding="utf-8"))["cells"]
+    loops["workbook 05 answer"] = workbook_answer("05_limits.ipynb")
+    return loops
+
+
+def workbook_answer(name: str) -> Any:
+    """The agent_loop of a solved workbook: its cells tagged agent-loop, run in order."""
+    cells = json.loads((ROOT / "teachers" / "source" / "workbooks" / name).read_text(encoding="utf-8"))["cells"]
     source = "\n\n".join("".join(c["source"]) for c in cells if "agent-loop" in c["metadata"].get("tags", []))
     namespace: dict[str, Any] = {"__name__": "workbook_answer"}
-    exec(compile(source, "05_limits.ipynb", "exec"), namespace)
-    loops["workbook 05 answer"] = namespace["agent_loop"]
-    return loops
+    exec(compile(source, name, "exec"), namespace)
+    return namespace["agent_loop"]
 
 
 def hog() -> None:
@@ -51,8 +56,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--hogs", type=int, default=1, help="processes spinning on the CPU meanwhile")
+    parser.add_argument("--step", choices=["writes"], help="workbook 6's rows instead of the exercise's")
     options = parser.parse_args()
-    loops = right_loops()
+    if options.step == "writes":  # the right loops of the fixtures do not write
+        loops = {"agentlab.loop": agent_loop, "workbook 06 answer": workbook_answer("06_writes.ipynb")}
+    else:
+        loops = right_loops()
     hogs = [multiprocessing.Process(target=hog, daemon=True) for _ in range(options.hogs)]
     for process in hogs:
         process.start()
@@ -61,7 +70,7 @@ def main() -> None:
     try:
         for _ in range(options.runs):
             for name, loop in loops.items():
-                for row in check(loop).failures:
+                for row in check(loop, options.step).failures:
                     flips[f"{name}: {row.key} ({row.happened[:80]})"] += 1
     finally:
         for process in hogs:

@@ -32,7 +32,7 @@ FIRST_LOOK = ".jp-Notebook .agentlab-playground, .jp-Notebook .agentlab-desk"
 
 
 def notebooks_with_outputs() -> list[Path]:
-    return [path for path in discover_notebooks() if "student" not in path.parts]
+    return [path for path in discover_notebooks() if "exercises" not in path.parts]  # learners' copies: no outputs
 
 
 @pytest.mark.browser

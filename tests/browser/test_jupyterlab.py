@@ -28,7 +28,7 @@ from agentlab.scenarios import SCENARIOS
 
 
 def discover_notebooks() -> list[Path]:
-    """Every notebook under notebooks/ (lessons, exercises, students' workbooks), found when the tests are collected."""
+    """Every notebook under notebooks/ (lessons, the learners' workbooks), found when the tests are collected."""
     return sorted(
         path.relative_to(NOTEBOOKS) for path in NOTEBOOKS.rglob("*.ipynb") if ".ipynb_checkpoints" not in path.parts
     )
