@@ -806,6 +806,7 @@ class World:
         self.abort_at: float | None = None
         self.shared: dict[str, Any] = {}  # the SHARED hostile values, built once
         self.asked: dict[str, str] = {}  # write call id -> the approval policy's answer (an APPROVALS tag)
+        self.asked_turn: dict[str, int] = {}  # write call id -> the turn it was asked about in
         self.approvals = 0
         self.writes: dict[str, str] = {}  # write call id -> "started", "committed" or "rolled back"
         self.inspect_from: float | None = None  # when a model handed over a decision of hostile size or hashing
@@ -971,6 +972,10 @@ class World:
         self.enter(f"tool {name}", on_loop_thread)
         turn = self.model_calls
         index = sum(1 for r in self.runs if r.turn == turn)
+        # writes of this turn asked about and not run (denied) took their place in the batch too; this one, if
+        # it is a write, was asked about just now
+        skipped = sum(1 for key, asked in self.asked_turn.items() if asked == turn and key not in self.writes)
+        index += skipped - (1 if plan.writes is not None else 0)
         record = RunRecord(turn, name, next(self.seq), self.check_value(turn, index, name, plan, value))
         self.runs.append(record)
         count = self.runs_of_tool.get(name, 0)
@@ -1067,6 +1072,7 @@ class World:
             plan = answers[min(world.approvals, len(answers) - 1)]
             world.approvals += 1
             world.asked[getattr(call, "id", "")] = plan.answer
+            world.asked_turn[getattr(call, "id", "")] = world.model_calls
             return plan
 
         def answer(plan: Approve) -> Any:
@@ -1544,7 +1550,8 @@ def _history_problems(world: World, outcome: Any, history: list[Any], is_result:
                 problems.extend(_write_answer_problems(world, call["id"], answer.get("content")))
             if call["id"] not in world.asked or call["id"] in world.writes:  # a denial ran no tool
                 content = next(results, None)
-                if content is not None and content != answer.get("content"):
+                settled_late = call["id"] in world.asked and '"outcome":"unknown"' in str(answer.get("content"))
+                if content is not None and not settled_late and content != answer.get("content"):
                     problems.append(f"history[{index}] is not what the tool returned: {answer['content'][:80]!r}")
             index += 1
     for turn, shown in enumerate(world.seen, 1):
