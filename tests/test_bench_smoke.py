@@ -28,7 +28,7 @@ def test_the_benchmark_runs_agentlab_and_the_baseline_and_prints_its_table() -> 
         assert re.search(rf"^{name} +[\d.,]+ +[\d.,]+ ", out, re.MULTILINE), f"no µs-per-turn row for {name}:\n{out}"
     for case in ("async model, ignores the signal", "sync tool, blocks its thread", "raw asyncio"):
         assert case in out
-    assert re.search(r"^agentlab +\d+ +[\d.]+ MiB", out, re.MULTILINE), out  # import time and peak memory
+    assert re.search(r"^agentlab +[\d,]+ +[\d.,]+ MiB", out, re.MULTILINE), out  # import time and peak memory
     assert "50 loops at once" in out and "network attempts refused: 0" in out
     assert len(re.findall(r"^  (met   |MISSED)  ", out, re.MULTILINE)) == 8, out  # every target gets a verdict
 
