@@ -85,11 +85,20 @@ def test_every_cheat_scores_zero(cheat: Path) -> None:
         ("patch_checker_at_import", "diagnosis/tampered"),
         ("monkeypatch_asyncio", "diagnosis/tampered"),
         ("fake_report_and_exit", "diagnosis/stopped"),
+        ("a__delegate_copied_source", "diagnosis/delegated"),  # loop.py's text compiled under another file name
     ],
 )
 def test_each_cheat_class_is_named(cheat: str, hint_id: str) -> None:
     report = grade(str(FIXTURES / "cheats" / f"{cheat}.py"), "limits").report
     assert {row.hint_id for row in report.rows} == {hint_id}, str(report)
+
+
+def test_a_submission_that_pastes_agentlabs_loop_is_named_as_delegating(tmp_path) -> None:
+    pasted = tmp_path / "pasted.py"
+    source = (Path(__file__).resolve().parent.parent / "agentlab" / "loop.py").read_text(encoding="utf-8")
+    pasted.write_text("# my own loop, honest\n" + source, encoding="utf-8")
+    report = grade(str(pasted), "limits").report
+    assert report.points == 0 and {row.hint_id for row in report.rows} == {"diagnosis/delegated"}, str(report)
 
 
 def test_a_correct_loop_passes_in_its_own_process_whatever_the_seed() -> None:
