@@ -1034,13 +1034,13 @@ class World:
 
     def begin(self, plan: ToolPlan, call: Any, signal: AbortSignal | None) -> None:
         """A tool run starts: add its abort listener; a write must have been approved, for real."""
-        if plan.listener is not None and signal is not None:
-            signal.add_callback(LISTENERS[plan.listener])
         if plan.writes is not None:
             key = getattr(call, "id", None)
             self.writes[key] = "started"
             if self.asked.get(key) not in ALLOWING:
                 self.problems.append(f"write {key!r} ran, and the policy's answer was {self.asked.get(key)!r}")
+        if plan.listener is not None and signal is not None:  # on a signal aborted already, it is called at once
+            signal.add_callback(LISTENERS[plan.listener])
 
     def commit(self, plan: ToolPlan, call: Any, signal: AbortSignal | None, result: Any, record: RunRecord) -> Any:
         """A write's last step: roll back if stopped (and say so), or commit; maybe fail after the commit."""

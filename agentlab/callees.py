@@ -37,7 +37,7 @@ from agentlab.errors import StuckCalleeError
 # How long a worker thread with nothing to do waits for a next callee before it ends.
 IDLE_S = 1.0
 # How many threads may be stuck at once in callees their runs gave up on, before new ones are refused.
-MAX_STUCK = 16
+MAX_STUCK = 64
 
 
 def positional_capacity(function: Callable[..., Any]) -> int | None:

@@ -61,8 +61,8 @@ async def test_a_raising_abort_listener_does_not_keep_the_abort_from_the_run(cap
     loop.call_later(0.1, controller.abort, "stop")
     started = time.perf_counter()
     with caplog.at_level(logging.ERROR, logger="agentlab"), pytest.raises(AbortError, match="stop"):
-        await agent_loop("q", never_answers(), {}, timeout_ms=3000, signal=controller.signal)
-    assert time.perf_counter() - started < 1.5  # the abort at 0.1 s, not the deadline at 3 s
+        await agent_loop("q", never_answers(), {}, timeout_ms=10_000, signal=controller.signal)
+    assert time.perf_counter() - started < 5.0  # the abort at 0.1 s, not the deadline at 10 s
     assert "ZeroDivisionError" in caplog.text  # reported, not swallowed
 
 
@@ -78,13 +78,13 @@ def test_abort_calls_every_listener_and_raises_nothing_at_its_caller(caplog) -> 
 
 async def test_a_tool_listener_that_blocks_does_not_hold_the_deadline() -> None:
     async def run(value, signal):
-        signal.add_callback(lambda reason: time.sleep(1.0))  # runs when the loop aborts the run's signal
+        signal.add_callback(lambda reason: time.sleep(5.0))  # runs when the loop aborts the run's signal
         await asyncio.sleep(60)
 
     started = time.perf_counter()
     with pytest.raises(DeadlineError):
         await agent_loop("q", Scripted(calls(call("t", {}, "c1"))), {"t": Tool(lambda a: None, run)}, timeout_ms=50)
-    assert time.perf_counter() - started < 0.6
+    assert time.perf_counter() - started < 3.0  # not the listener's 5 s
 
 
 # -- 2. refusing a huge or hostile decision costs what the limits allow -----------------------------
@@ -101,16 +101,18 @@ async def test_a_batch_of_a_million_calls_is_refused_quickly_and_cheaply() -> No
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert elapsed < 1.0  # was 6.7-14 s
+    assert elapsed < 4.0  # was 6.7-14 s
     assert peak < 50 * 2**20  # was about 750 MiB
     assert len(raised.value.rejected["calls"]) <= 10
 
 
 class SlowHashKey(str):
-    armed = False  # sleeps only once the test has built its dicts
+    armed = False  # sleeps (and counts) only once the test has built its dicts
+    hashed = 0
 
     def __hash__(self) -> int:
         if SlowHashKey.armed:
+            SlowHashKey.hashed += 1
             time.sleep(2)
         return str.__hash__(self)
 
@@ -124,10 +126,10 @@ async def test_a_key_whose_hash_sleeps_does_not_stall_the_loop(container, monkey
     args = container({SlowHashKey("y"): 1})  # a dict subclass: a copy that rebuilt it would hash every key again
     decision = PlainDict(kind="tools", calls=[{"id": "c1", "name": "t", "args": args}])
     monkeypatch.setattr(SlowHashKey, "armed", True)
-    started = time.perf_counter()
+    monkeypatch.setattr(SlowHashKey, "hashed", 0)
     with pytest.raises(ModelOutputError, match="not a string"):
         await agent_loop("q", Scripted(decision), tools_ok(), timeout_ms=50)
-    assert time.perf_counter() - started < 1.0
+    assert SlowHashKey.hashed == 0  # read without being hashed: each hash would have stalled the loop 2 s
 
 
 # -- 3. the write grace is a documented, configurable part of the contract --------------------------
@@ -148,12 +150,12 @@ async def test_write_grace_ms_bounds_how_long_a_deaf_write_delays_the_deadline(g
         await agent_loop(
             "q",
             Scripted(calls(call("w", {}, "w1"))),
-            deaf_writer(1.0),
+            deaf_writer(4.0),
             approve=lambda c: True,
             timeout_ms=50,
             write_grace_ms=grace_ms,
         )
-    assert time.perf_counter() - started < 0.05 + grace_ms / 1000 + 0.5
+    assert time.perf_counter() - started < 0.05 + grace_ms / 1000 + 2.5  # not the write's 4 s
     assert f"given up to write_grace_ms={grace_ms} more" in str(raised.value)  # said where the trace shows it
     assert raised.value.limits.write_grace_ms == grace_ms
 
@@ -170,12 +172,12 @@ async def test_a_write_that_commits_then_fails_after_a_stop_is_not_recorded_as_r
     committed: list[str] = []
 
     async def write(value, signal, context: ToolCall):
+        asyncio.get_running_loop().call_soon(controller.abort, "stop")  # stopped while it runs, whatever the load
         await signal.wait()
         committed.append(context.id)  # it committed...
         raise OSError("connection lost after the commit")  # ...then failed
 
     controller = AbortController()
-    asyncio.get_running_loop().call_later(0.05, controller.abort, "stop")
     with pytest.raises(AbortError) as raised:
         await agent_loop(
             "q",
@@ -291,15 +293,17 @@ async def test_a_signal_that_says_aborted_without_a_reason_is_an_abort_error() -
 
 
 async def test_a_decision_that_is_not_json_is_refused_without_running_its_repr() -> None:
+    shown: list = []
+
     class SlowRepr:
         def __repr__(self) -> str:
+            shown.append(1)
             time.sleep(2)
             return "slow"
 
-    started = time.perf_counter()
     with pytest.raises(ModelOutputError, match="SlowRepr"):
         await agent_loop("q", Scripted({"kind": "final", "text": SlowRepr()}), {}, timeout_ms=50)
-    assert time.perf_counter() - started < 1.0
+    assert shown == []
 
 
 async def test_a_tool_error_after_the_stop_is_reported_as_a_tool_error() -> None:
@@ -323,7 +327,7 @@ from agentlab import agent_loop_sync
 from agentlab.fakes import NeverAnswers
 
 def run():
-    agent_loop_sync("q", NeverAnswers(), {}, timeout_ms=6000)
+    agent_loop_sync("q", NeverAnswers(), {}, timeout_ms=20_000)
 
 async def cell():  # a cell-like coroutine: it calls the sync API from inside a running event loop
     run()
@@ -343,7 +347,7 @@ def test_ctrl_c_aborts_agent_loop_sync(how) -> None:
         [sys.executable, "-c", INTERRUPTED, how], capture_output=True, text=True, timeout=60, check=False
     )
     assert finished.stdout.startswith("interrupted after"), finished.stderr[-2000:]
-    assert float(finished.stdout.split()[-1]) < 3.0  # the interrupt at 0.5 s, not the deadline at 6 s
+    assert float(finished.stdout.split()[-1]) < 10.0  # the interrupt at 0.5 s, not the deadline at 20 s
 
 
 @pytest.mark.slow
@@ -358,7 +362,7 @@ def test_interrupting_a_jupyter_kernel_aborts_agent_loop_sync() -> None:
             "from agentlab.fakes import NeverAnswers\n"
             "started = time.monotonic()\n"
             "try:\n"
-            "    agent_loop_sync('q', NeverAnswers(), {}, timeout_ms=6000)\n"
+            "    agent_loop_sync('q', NeverAnswers(), {}, timeout_ms=20_000)\n"
             "finally:\n"
             "    print('ended after', round(time.monotonic() - started, 1))\n"
         )
@@ -373,7 +377,7 @@ def test_interrupting_a_jupyter_kernel_aborts_agent_loop_sync() -> None:
         while "ended after" not in printed:
             message = client.get_iopub_msg(timeout=10)
             printed += message["content"].get("text", "") if message["msg_type"] == "stream" else ""
-        assert float(printed.split("ended after")[1].split()[0]) < 4.0  # not the 6 s deadline
+        assert float(printed.split("ended after")[1].split()[0]) < 10.0  # not the 20 s deadline
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)
@@ -385,7 +389,7 @@ def test_interrupting_a_jupyter_kernel_aborts_agent_loop_sync() -> None:
 @pytest.mark.parametrize("stop", ["deadline", "abort"])
 def test_agent_loop_sync_keeps_the_deadline_and_the_abort_against_a_blocked_event_loop(stop) -> None:
     async def blocks_the_loop(value):
-        time.sleep(1.5)  # the mistake: a blocking call inside async def
+        time.sleep(5.0)  # the mistake: a blocking call inside async def
         return "late"
 
     controller = AbortController()
@@ -400,7 +404,7 @@ def test_agent_loop_sync_keeps_the_deadline_and_the_abort_against_a_blocked_even
             timeout_ms=50 if stop == "deadline" else 5000,
             signal=controller.signal,
         )
-    assert time.perf_counter() - started < 0.05 + 0.6  # was 1.45 s
+    assert time.perf_counter() - started < 3.0  # not the blocking call's 5 s (1.45 s over a 1.5 s one before)
 
 
 # -- 10. threads that do not pile up; a task that swallows its cancellation ------------------------
