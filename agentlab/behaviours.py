@@ -1100,6 +1100,22 @@ async def deadline_covers_tools(agent_loop: AgentLoop) -> None:
             "per_step",
         )
     await _quiet_after(log, "after the deadline", "ran_after_deadline")
+
+    # a step that starts well inside the run gets only what is left of it, not a fresh timeout_ms of its own
+    async def slow_turn(messages: Any) -> Any:
+        await asyncio.sleep(0.6)
+        return {"kind": "tools", "calls": [_names.call(1, value=1)]}
+
+    started = time.perf_counter()
+    await _rejects(
+        agent_loop("q", _tools_model(slow_turn), _lookup(latency=5.0), timeout_ms=700), "deadline", "per_step"
+    )
+    if (elapsed := time.perf_counter() - started) > 0.7 + 0.5:
+        raise BehaviourFailed(
+            "the deadline error within 0.5 s of timeout_ms=700, for a 5 s tool called 0.6 s into the run",
+            f"it took {elapsed:.2f} s: the tool seems to have been given a whole timeout_ms of its own",
+            "per_step",
+        )
     # a batch of slow tools that ignore the signal: once the deadline fires during the first, no other starts
     log = _Log()
     batch = [{"id": _names.id(i), "name": _names.tool, "args": {"id": _names.value(i)}} for i in (1, 2, 3)]

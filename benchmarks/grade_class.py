@@ -2,8 +2,8 @@
 
     python benchmarks/grade_class.py [--students 30] [--jobs N]
 
-The class is made from tests/fixtures: the right loops, the wrong ones, the cheats, and three submissions that do
-not load (a syntax error, an endless loop at import, megabytes of output), cycled to the class size. Each is graded
+The class is made from tests/fixtures: 4 right loops, 16 wrong ones, 7 cheats, and three submissions that do not
+load (a syntax error, an endless loop at import, megabytes of output), cycled past 30. Each is graded
 as `python -m agentlab grade` does: in a process of its own, `--jobs` at a time (the CPU count by default), with the
 default limits (an endless loop at import costs its 10 s load bound). Prints the wall time and the spread.
 """
@@ -30,9 +30,11 @@ BROKEN = {
 
 
 def make_class(folder: Path, students: int) -> None:
-    sources = [p.read_text(encoding="utf-8") for p in sorted(FIXTURES.glob("loops/*/*.py"))]
-    sources += [p.read_text(encoding="utf-8") for p in sorted(FIXTURES.glob("cheats/*.py"))]
-    sources += list(BROKEN.values())
+    """For 30: 4 right loops, 16 wrong ones (every third), 7 cheats, the 3 broken files; cycled past that."""
+    right = sorted(FIXTURES.glob("loops/right/*.py"))[:4]
+    wrong = sorted(FIXTURES.glob("loops/wrong/*.py"))[::3][:16]
+    cheats = sorted(FIXTURES.glob("cheats/*.py"))[:7]
+    sources = [p.read_text(encoding="utf-8") for p in (*right, *wrong, *cheats)] + list(BROKEN.values())
     for number, text in enumerate(islice(cycle(sources), students), 1):
         (folder / f"student{number:02}.py").write_text(text, encoding="utf-8")
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import re
 import threading
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -27,3 +30,17 @@ def no_leaked_threads():
         if thread.name.startswith("agentlab"):
             thread.join(timeout=2)
             assert not thread.is_alive(), f"{thread.name} still running"
+
+
+@pytest.fixture
+def masked() -> Callable[[str], str]:
+    """Text as nbval compares it: with tests/nbval_sanitize.cfg's regexes applied (a trace's measured time masked)."""
+    cfg = (Path(__file__).parent / "nbval_sanitize.cfg").read_text()
+    rules = re.findall(r"^regex: (.*)\nreplace: (.*)$", cfg, re.M)
+
+    def mask(text: str) -> str:
+        for regex, replace in rules:
+            text = re.sub(regex, replace, text)
+        return text
+
+    return mask

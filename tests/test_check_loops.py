@@ -90,6 +90,24 @@ EXPECTED: dict[str, tuple[str, str]] = {
     "timeout__signal_only_checked_at_start": ("abort_midway", "abort_midway/hung"),
     "timeout__validated_value_ignored": ("args_copied_at_boundary", "args_copied_at_boundary/validated_value_ignored"),
     "timeout__wait_for_per_step": ("deadline_covers_tools", "deadline_covers_tools/*:per_step"),
+    # the held-out set: graded once before any row was tuned on it (see the closing note of issue 11)
+    "a__plain__json_dumps_separators": ("compact_json_results", "compact_json_results/json_format"),
+    "a__plain__tools_index_keyerror": ("inherited_names_refused", "inherited_names_refused/*"),
+    "a__race__abort_reason_rewrapped": ("abort_midway", "abort_midway/abort_identity"),
+    "a__race__dup_ids_only_previous_turn": ("duplicate_call_id", "duplicate_call_id/*:turns_later"),
+    "a__threads__context_off_by_one": ("limits_reached_exactly", "limits_reached_exactly/exact_context"),
+    "a__threads__shallow_copy_of_args": ("args_copied_at_boundary", "args_copied_at_boundary/shallow_copy"),
+    "a__waitfor__timeout_per_step": ("deadline_covers_tools", "deadline_covers_tools/per_step"),
+    "b__classbased__unknown_tool_wrong_class": ("unknown_tool", "*/wrong_class:*"),
+    "b__ducktyped__no_precheck_model_called": (
+        "context_output_cancellation",
+        "context_output_cancellation/*:pre_aborted",
+    ),
+    "b__ducktyped__timeout_units": ("deadline_ignoring_signal", "deadline_ignoring_signal/hung"),
+    "b__functional__context_counts_whole_message": ("context_counts_calls", "context_counts_calls/overcount"),
+    "b__functional__empty_batch_accepted": ("malformed_decisions", "malformed_decisions/*:malformed_no_calls"),
+    "b__gather__budget_checked_after_run": ("budget_before_running", "budget_before_running/*"),
+    "b__gather__callId_key": ("result_reaches_model", "result_reaches_model/wrong_tool_message"),
 }
 
 # Mistakes no row catches, and why. The workbook answer has the same gap: a tool that aborts the outside signal as
@@ -111,10 +129,19 @@ def test_every_wrong_loop_names_its_mistake_and_has_an_expectation() -> None:
     assert len(WRONG) >= 50 and len(RIGHT) >= 4
     for path in WRONG:
         assert path.read_text(encoding="utf-8").lstrip().startswith('"""'), f"{path.name}: no docstring"
-    assert sorted([*EXPECTED, *UNCAUGHT]) == sorted(p.stem for p in WRONG)
+    assert sorted([*EXPECTED, *UNCAUGHT, *MISNAMED]) == sorted(p.stem for p in WRONG)
 
 
-CAUGHT = [p for p in WRONG if p.stem not in UNCAUGHT]
+# Mistakes a row catches, but whose hint names another cause: (row, the hint it gets, what it should say).
+MISNAMED = {
+    "a__waitfor__output_budget_uses_remaining": (
+        "limits_reached_exactly",
+        "limits_reached_exactly/exact_context",
+        "the answer is compared with what the context left over, not with max_chars: an output-budget hint",
+    ),
+}
+
+CAUGHT = [p for p in WRONG if p.stem not in UNCAUGHT and p.stem not in MISNAMED]
 
 
 @pytest.mark.parametrize("path", CAUGHT, ids=[p.stem for p in CAUGHT])
@@ -129,3 +156,10 @@ def test_each_wrong_loop_is_caught_by_its_row_with_the_hint_for_its_mistake(path
 def test_each_right_loop_passes_every_row(path: Path) -> None:
     report = check(agent_loop_in(path))
     assert report.passed, str(report)
+
+
+@pytest.mark.parametrize("name", sorted(MISNAMED))
+def test_a_misnamed_mistake_is_still_caught_by_its_row(name: str) -> None:
+    key, hint_id, _ = MISNAMED[name]
+    row = _run_behaviour(get(key), agent_loop_in(LOOPS / "wrong" / f"{name}.py"), BOUND_S)
+    assert not row.passed and row.hint_id == hint_id, f"{name}: {row}"

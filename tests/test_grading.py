@@ -85,11 +85,20 @@ def test_every_cheat_scores_zero(cheat: Path) -> None:
         ("patch_checker_at_import", "diagnosis/tampered"),
         ("monkeypatch_asyncio", "diagnosis/tampered"),
         ("fake_report_and_exit", "diagnosis/stopped"),
+        ("a__delegate_copied_source", "diagnosis/delegated"),  # loop.py's text compiled under another file name
     ],
 )
 def test_each_cheat_class_is_named(cheat: str, hint_id: str) -> None:
     report = grade(str(FIXTURES / "cheats" / f"{cheat}.py"), "limits").report
     assert {row.hint_id for row in report.rows} == {hint_id}, str(report)
+
+
+def test_a_submission_that_pastes_agentlabs_loop_is_named_as_delegating(tmp_path) -> None:
+    pasted = tmp_path / "pasted.py"
+    source = (Path(__file__).resolve().parent.parent / "agentlab" / "loop.py").read_text(encoding="utf-8")
+    pasted.write_text("# my own loop, honest\n" + source, encoding="utf-8")
+    report = grade(str(pasted), "limits").report
+    assert report.points == 0 and {row.hint_id for row in report.rows} == {"diagnosis/delegated"}, str(report)
 
 
 def test_a_correct_loop_passes_in_its_own_process_whatever_the_seed() -> None:
@@ -114,7 +123,7 @@ def test_a_class_is_graded_whole_whatever_the_submissions_do(tmp_path) -> None:
     write(folder, "dee.py", "while True:\n    pass\n")
     write(folder, "eve.py", "import sys\nsys.stdout.write('x' * 3_000_000)\nasync def agent_loop(*a, **k): pass\n")
     (folder / "fay").mkdir()
-    limits = Limits(load_s=1.0, output_mb=0.5)
+    limits = Limits(load_s=3.0, output_mb=0.5)
     results = grade_class(folder, tmp_path / "grades", "limits", jobs=2, limits=limits)
     by_student = {graded.student: graded for graded in results}
     assert sorted(by_student) == ["ada", "bob", "cy", "dee", "eve", "fay"]
@@ -122,7 +131,7 @@ def test_a_class_is_graded_whole_whatever_the_submissions_do(tmp_path) -> None:
     reasons = {
         "bob": "SyntaxError",
         "cy": "No module named 'no_such_module_here'",
-        "dee": "did not finish within 1 s",
+        "dee": "did not finish within 3 s",
         "eve": "more output",
         "fay": "no submission found",
     }

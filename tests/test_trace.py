@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import html
 import re
-from pathlib import Path
 
 import pytest
 
@@ -119,15 +118,7 @@ async def test_an_abort_with_any_reason_renders() -> None:
     assert "RuntimeError: stop" in render_html(error)
 
 
-def masked(text: str) -> str:
-    """The text as nbval compares it: with tests/nbval_sanitize.cfg's regexes applied."""
-    cfg = (Path(__file__).parent / "nbval_sanitize.cfg").read_text()
-    for regex, replace in re.findall(r"^regex: (.*)\nreplace: (.*)$", cfg, re.M):
-        text = re.sub(regex, replace, text)
-    return text
-
-
-async def test_html_is_escaped_deterministic_once_masked_and_styled_inline() -> None:
+async def test_html_is_escaped_deterministic_once_masked_and_styled_inline(masked) -> None:
     model = Scripted(calls(call("<b>bold</b>", {"x": "<script>"}, "<i>1</i>")))
     error = await outcome_of(agent_loop("<q>", model, lookup_tools()))
     first = masked(render_html(error))
@@ -139,7 +130,7 @@ async def test_html_is_escaped_deterministic_once_masked_and_styled_inline() -> 
     assert "style='" in first and "text-align:left" in first
 
 
-async def test_the_time_gauge_shows_how_close_a_run_came() -> None:
+async def test_the_time_gauge_shows_how_close_a_run_came(masked) -> None:
     result = await agent_loop("q", Scripted(final("hi")), {}, timeout_ms=2000)
     page = render_html(result)
     assert re.search(r"time: \d+ ms of 2000 ms", page) and "time: <elapsed> ms of 2000 ms" in masked(page)

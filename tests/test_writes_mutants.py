@@ -173,7 +173,8 @@ def test_the_package_loop_and_the_model_answer_pass_every_write_row_and_the_exer
     assert check(agent_loop, step="writes").passed
     answer = agent_loop_of(model_answer(), "model_answer")
     for step in ("writes", None):
-        report = check(answer, step=step, bound_s=BOUND_S)
+        # the write rows are quick; the exercise's deadline rows take longer than BOUND_S on purpose
+        report = check(answer, step=step, bound_s=BOUND_S) if step else check(answer)
         assert report.passed, str(report)
 
 
