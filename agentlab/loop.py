@@ -737,7 +737,11 @@ class _Run:
         error = self.deadline_error() if why == "deadline" else self.aborted(self.outside.reason)  # type: ignore[union-attr]
         self.stop_callees(error)
         if self.writing is not None:  # let the write commit or roll back, so that the history can say which
-            await asyncio.wait([task], timeout=self.limits.write_grace_ms / 1000)
+            try:
+                await asyncio.wait([task], timeout=self.limits.write_grace_ms / 1000)
+            except asyncio.CancelledError:  # our caller gave up on us during the grace: the task is abandoned too
+                _abandon(task)
+                raise
             if isinstance(error, DeadlineError) and error.value == self.timeout_ms:  # ours: say why it may be late
                 error.args = (
                     f"{error.message}. A write was running: it was given up to "

@@ -469,3 +469,28 @@ def test_an_async_tool_that_swallows_its_cancellation_ends_before_its_loop_close
     time.sleep(0.05)
     gc.collect()
     assert "Task was destroyed but it is pending" not in caplog.text
+
+
+async def test_a_caller_that_cancels_during_the_write_grace_leaves_no_unretrieved_error() -> None:
+    logged: list = []
+    asyncio.get_running_loop().set_exception_handler(lambda loop, context: logged.append(context))
+
+    async def write(value, signal):
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(0.3)  # ignores the stop and its cancellation...
+        raise OSError("failed after its commit")  # ...then fails
+
+    tools = {"w": Tool(lambda a: None, write, writes=True)}
+    run = asyncio.ensure_future(
+        agent_loop(
+            "q", Scripted(calls(call("w", {}, "w1"))), tools, approve=lambda c: True, timeout_ms=20, write_grace_ms=5000
+        )
+    )
+    await asyncio.sleep(0.15)  # the deadline has passed; the loop is in the write's grace
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    await asyncio.sleep(0.4)  # the write fails
+    gc.collect()
+    await asyncio.sleep(0)
+    assert logged == []  # was: "Task exception was never retrieved"
