@@ -124,7 +124,7 @@ async def returns_a_hostile_result(input, model, tools, **options):
 def test_any_student_code_gets_a_failed_row_not_a_hung_or_crashed_checker(impl, step, hint_id, happened) -> None:
     started = time.perf_counter()
     report = check(impl, step=step, bound_s=BOUND_S)
-    assert time.perf_counter() - started < len(report.rows) * (BOUND_S + 0.5)
+    assert time.perf_counter() - started < len(report.rows) * (BOUND_S + 2.0)  # generous: a loaded machine is slow
     assert not report.passed and report.points == 0
     row = report.rows[-1]
     assert row.hint_id == hint_id, str(report)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 
 import pytest
@@ -33,14 +34,18 @@ class RolledBack(RuntimeError):
     rolled_back = True
 
 
-def shop(log: list, *, delay_s: float = 0.0, honour_signal: bool = True) -> dict[str, Tool]:
-    """A read tool and a write tool that log what they did, in order."""
+def shop(
+    log: list, *, delay_s: float = 0.0, honour_signal: bool = True, started: threading.Event | None = None
+) -> dict[str, Tool]:
+    """A read tool and a write tool that log what they did, in order (`started` is set when a write begins)."""
 
     async def read(value):
         log.append(("read", value["id"]))
         return {"id": value["id"], "stock": 3}
 
     def reserve(value, signal, context: ToolCall):
+        if started is not None:
+            started.set()
         deadline = time.monotonic() + delay_s
         while time.monotonic() < deadline:
             if honour_signal and signal.aborted:
@@ -205,9 +210,21 @@ async def test_a_write_that_outlives_the_grace_is_recorded_as_unknown() -> None:
 async def test_an_abort_mid_write_rolls_back_too() -> None:
     log: list = []
     controller = AbortController()
-    asyncio.get_running_loop().call_later(0.03, controller.abort, RuntimeError("stop"))
+    started = threading.Event()
+
+    async def abort_once_the_write_runs() -> None:  # not on a timer: a loaded machine may not have started it yet
+        while not started.is_set():
+            await asyncio.sleep(0.005)
+        controller.abort(RuntimeError("stop"))
+
+    aborter = asyncio.create_task(abort_once_the_write_runs())
     with pytest.raises(RuntimeError, match="stop"):
         await agent_loop(
-            "q", Scripted(calls(WRITE)), shop(log, delay_s=0.3), approve=lambda c: True, signal=controller.signal
+            "q",
+            Scripted(calls(WRITE)),
+            shop(log, delay_s=5.0, started=started),
+            approve=lambda c: True,
+            signal=controller.signal,
         )
+    await aborter
     assert log == [("rolled back", "w1")]
