@@ -26,6 +26,7 @@ The thread policy:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import queue
 import threading
@@ -220,4 +221,54 @@ class _Pool:
 _POOL = _Pool()
 
 
-__all__ = ["IDLE_S", "MAX_STUCK", "Callee", "in_worker_thread", "is_async_callable", "positional_capacity", "stuck"]
+# -- errors the loop never swallows, and tasks it gives up on ------------------------------------------------------
+
+
+def passes_through(error: BaseException) -> bool:
+    """Errors the loop must never swallow: Ctrl-C, exit, and a real cancellation of this task."""
+    if isinstance(error, (KeyboardInterrupt, SystemExit)):
+        return True
+    if isinstance(error, asyncio.CancelledError):
+        task = asyncio.current_task()
+        return task is not None and task.cancelling() > 0
+    return False
+
+
+# Tasks the loop gave up on that have not ended yet (a tool may swallow its cancellation). Held here so that
+# the garbage collector cannot destroy one while it is pending ("Task was destroyed but it is pending").
+_ABANDONED: set[asyncio.Task[Any]] = set()
+
+
+def abandon(task: asyncio.Task[Any]) -> None:
+    """Cancel a task the run no longer waits for, and keep it alive until it ends."""
+    task.cancel()
+    if not task.done():
+        _ABANDONED.add(task)
+    task.add_done_callback(_retrieve)
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """Mark an abandoned task's own error as seen, so asyncio does not log it as never retrieved."""
+    _ABANDONED.discard(task)
+    if not task.cancelled():
+        task.exception()
+
+
+def call_soon_threadsafe(loop: asyncio.AbstractEventLoop, callback: Callable[..., Any], *args: Any) -> None:
+    """Schedule `callback(*args)` on `loop` from any thread; nothing if the loop is already closed."""
+    with contextlib.suppress(RuntimeError):  # the loop is closed: the run is long over
+        loop.call_soon_threadsafe(callback, *args)
+
+
+__all__ = [
+    "IDLE_S",
+    "MAX_STUCK",
+    "Callee",
+    "abandon",
+    "call_soon_threadsafe",
+    "in_worker_thread",
+    "is_async_callable",
+    "passes_through",
+    "positional_capacity",
+    "stuck",
+]

@@ -143,6 +143,19 @@ class AbortError(AgentError):
     """The default reason of `AbortController.abort()` when none is given."""
 
 
+# -- words for the messages -------------------------------------------------------------------------------------------
+
+
+def plural(count: int, noun: str) -> str:
+    """ "1 tool call", "2 tool calls": a count in an error message."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def number_text(value: float) -> str:
+    """A limit as the user wrote it: 1000, not 1000.0."""
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
 __all__ = [
     "AbortError",
     "AgentError",

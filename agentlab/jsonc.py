@@ -258,4 +258,13 @@ class _Items:
         self.items = items
 
 
-__all__ = ["MAX_DEPTH", "NotJSONError", "compact_json", "copy_json", "glimpse"]
+def sorted_keys(value: Any) -> Any:
+    """JSON data with every dict's keys sorted, so that {a, b} and {b, a} compare as the same."""
+    if isinstance(value, dict):
+        return {key: sorted_keys(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [sorted_keys(item) for item in value]
+    return value
+
+
+__all__ = ["MAX_DEPTH", "NotJSONError", "compact_json", "copy_json", "glimpse", "sorted_keys"]

@@ -23,41 +23,36 @@ call id, and asks the model again. The loop, not the model, holds every limit:
     max_refusals refused batches returned to the model to correct (default 0:
                  the first refusal ends the run)
 
-Tools that change data (`Tool(..., writes=True)`) need more: each write runs
-only if the `approve` policy allows it, within `max_writes`, one at a time,
-and never after the deadline or an abort. A write still running when the run
-is stopped gets `write_grace_ms` more to commit or roll back, so that the
-history can say which: the one case where the run ends later than its
-deadline or its abort, by at most that grace (the error says so when it waited).
-
 Reaching a limit exactly is allowed; the step past it fails with an
 `AgentError` subclass that says which limit, and carries the history so far.
 
-Read this file top to bottom: `agent_loop` sets up a `_Run`, `_Run.steps` is
-the loop itself, and `_Run.race` is what makes the deadline and the abort
-hold even against a model or a tool that ignores the signal or blocks.
+Tools that change data (`Tool(..., writes=True)`) need more: an `approve`
+policy, `max_writes`, and a grace when the run is stopped mid-write. That is
+a layer of its own, `agentlab/loop_writes.py`; skip it until notebook 09.
+
+Read this file top to bottom: `agent_loop` sets up a `_Run`; `_Run.steps` is
+the loop itself; the checks follow in the order they happen; `_Run.race` is
+what makes the deadline and the abort hold even against a model or a tool
+that ignores the signal or blocks. The history and the result are in
+`history.py` and `result.py`; `untrusted.py` says why some lines read values
+in an odd way (`str.__str__(name)`): models and tools may hand back hostile ones.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import inspect
-import itertools
-import math
-import operator
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from agentlab.abort import AbortController, AbortSignal
-from agentlab.callees import Callee
+from agentlab.callees import Callee, abandon, call_soon_threadsafe, passes_through
 from agentlab.errors import (
     AbortError,
     AgentError,
-    ApprovalError,
     ConfigError,
     ContextBudgetError,
     DeadlineError,
@@ -72,155 +67,41 @@ from agentlab.errors import (
     ToolError,
     TurnBudgetError,
     UnknownToolError,
-    WriteBudgetError,
+    number_text,
+    plural,
 )
-from agentlab.jsonc import NotJSONError, compact_json, copy_json, glimpse
-from agentlab.tools import Approval, Tool, ToolCall
+from agentlab.history import Message, Messages, context_size, copy_message
+from agentlab.jsonc import NotJSONError, compact_json, copy_json, sorted_keys
+from agentlab.loop_writes import WritePath
+from agentlab.result import WRITE_GRACE_MS, AgentResult, Limits, Usage
+from agentlab.tools import Tool, ToolCall, registry
+from agentlab.untrusted import (
+    describe,
+    describe_value,
+    first_calls,
+    key_names,
+    milliseconds,
+    proposed_calls,
+    readable,
+    safe_copy,
+    token_counts,
+    whole_number,
+)
 
 # How long the loop waits for an abandoned model or tool to acknowledge its
 # cancellation (run its `finally`) before it gives up on it and raises anyway.
 CANCEL_GRACE_MS = 10
-# The default of `write_grace_ms`: how long a write that is running when the
-# deadline or an abort fires gets to commit or roll back, so that the history
-# can say which.
-WRITE_GRACE_MS = 1000
 
-# A batch of more calls than this, and more than max_calls has left, is refused before it is copied, and its
-# error keeps only its first MAX_REFUSED_SHOWN calls: refusing a million costs what refusing a few does.
+# A batch of more calls than this, and more than max_calls has left, is refused before it is
+# copied, and its error keeps only its first MAX_REFUSED_SHOWN calls: refusing a million
+# costs what refusing a few does.
 MAX_REFUSED_COPIED = 1000
 MAX_REFUSED_SHOWN = 10
 
-# The refusals a model can correct: with max_refusals > 0 they go back to it as the calls' results.
-# A malformed decision, the budgets, the deadline, an abort and a failing tool still end the run.
+# The refusals a model can correct: with max_refusals > 0 they go back to it as the calls'
+# results. A malformed decision, the budgets, the deadline, an abort and a failing tool still
+# end the run.
 REFUSALS = (UnknownToolError, ToolArgsError, DuplicateCallIdError, RepeatedCallError, ModelOutputError)
-
-Message = dict[str, Any]
-
-
-@dataclass
-class Usage:
-    """What a run spent: model calls, tool runs, history size, wall time, writes, refusals, tokens.
-
-    Tokens are what a real model reports (the adapters of `agentlab.models`);
-    fakes report none, and then the repr leaves them out.
-    """
-
-    turns: int = 0
-    calls: int = 0
-    chars: int = 0
-    elapsed_ms: float = 0.0
-    writes: int = 0
-    refusals: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-    @property
-    def tokens(self) -> int:
-        """Input and output tokens together: what `max_tokens` counts."""
-        return self.input_tokens + self.output_tokens
-
-    def __repr__(self) -> str:
-        shown = [f for f in dataclasses.fields(self) if not f.name.endswith("_tokens") or getattr(self, f.name)]
-        return f"Usage({', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in shown)})"
-
-
-@dataclass(frozen=True)
-class Limits:
-    """The limits a run was given, kept with its result so a trace can show used vs allowed."""
-
-    max_turns: int
-    max_calls: int
-    timeout_ms: float
-    max_chars: int
-    max_writes: int = 0
-    max_refusals: int = 0
-    # Not a budget: how long past a stop a write in flight may settle. Left out of the repr, which shows budgets.
-    write_grace_ms: float = field(default=WRITE_GRACE_MS, repr=False)
-    max_tokens: int | None = None  # None: no token limit (and no place in the repr)
-
-    def __repr__(self) -> str:
-        shown = [f for f in dataclasses.fields(self) if f.repr and (f.name != "max_tokens" or self.max_tokens)]
-        return f"Limits({', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in shown)})"
-
-
-@dataclass
-class AgentResult:
-    """A finished run: the final `text`, the whole `history`, the `usage` and the `limits`."""
-
-    text: str
-    history: list[Message]
-    usage: Usage
-    limits: Limits | None = None
-
-    def _repr_html_(self) -> str:
-        from agentlab.trace import render_html
-
-        return render_html(self)
-
-
-class Messages(Sequence[Message]):
-    """What the model sees: the history as it was when the model was called.
-
-    Read-only, and every message you read is a fresh copy, so nothing the
-    model does to it reaches the loop's own history. Costs nothing to make,
-    however long the history is: no message is copied until it is read.
-    """
-
-    __slots__ = ("_history", "_length")
-
-    def __init__(self, history: list[Message], length: int) -> None:
-        self._history, self._length = history, length
-
-    def __len__(self) -> int:
-        return self._length
-
-    def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, slice):
-            return [copy_message(self._history[i]) for i in range(self._length)[index]]
-        return copy_message(self._history[range(self._length)[operator.index(index)]])
-
-    def __iter__(self) -> Iterator[Message]:
-        return (copy_message(self._history[i]) for i in range(self._length))
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (Messages, list, tuple)):
-            return list(self) == list(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"Messages({list(self)!r})"
-
-
-def copy_message(message: Message) -> Message:
-    """A copy of one history message that shares nothing mutable with it."""
-    copied = dict(message)
-    if "calls" in copied:
-        copied["calls"] = [
-            {"id": call["id"], "name": call["name"], "args": copy_json(call["args"])} for call in copied["calls"]
-        ]
-    if "usage" in copied:  # a real model's tokens for the turn
-        copied["usage"] = dict(copied["usage"])
-    return copied
-
-
-def context_size(message: Message) -> int:
-    """Characters a message adds to the context: its content, or its calls as compact JSON."""
-    if "calls" in message:
-        return len(compact_json(message["calls"]))
-    return len(message["content"])
-
-
-@dataclass(slots=True)  # not frozen: a frozen dataclass costs a microsecond per call to build
-class _Checked:
-    """One call of a batch that passed every check and may now run."""
-
-    id: str
-    name: str
-    args: dict[str, Any]  # the copy the history records
-    value: Any  # what validate returned (or a second copy of args); what run gets
-    tool: Tool
 
 
 async def agent_loop(
@@ -258,18 +139,30 @@ async def agent_loop(
     still end the run. A refused batch costs a turn and history characters,
     but not `max_calls`, which counts tool runs: nothing of it ran.
     """
+    grace = WRITE_GRACE_MS if write_grace_ms is None else milliseconds("write_grace_ms", write_grace_ms)
     limits = Limits(
-        _count("max_turns", max_turns),
-        _count("max_calls", max_calls),
-        _duration("timeout_ms", timeout_ms),
-        _count("max_chars", max_chars),
-        _count("max_writes", max_writes),
-        _count("max_refusals", max_refusals),
-        WRITE_GRACE_MS if write_grace_ms is None else _duration("write_grace_ms", write_grace_ms),
-        None if max_tokens is None else _count("max_tokens", max_tokens),
+        whole_number("max_turns", max_turns),
+        whole_number("max_calls", max_calls),
+        milliseconds("timeout_ms", timeout_ms),
+        whole_number("max_chars", max_chars),
+        whole_number("max_writes", max_writes),
+        whole_number("max_refusals", max_refusals),
+        grace,
+        None if max_tokens is None else whole_number("max_tokens", max_tokens),
     )
     run = _Run(input, model, tools, limits, signal, forbid_repeats, approve)
     return await run.race()
+
+
+@dataclass(slots=True)  # not frozen: a frozen dataclass costs a microsecond per call to build
+class _Checked:
+    """One call of a batch that passed every check and may now run."""
+
+    id: str
+    name: str
+    args: dict[str, Any]  # the copy the history records
+    value: Any  # what validate returned (or a second copy of args); what run gets
+    tool: Tool
 
 
 class _Run:
@@ -296,13 +189,11 @@ class _Run:
             raise ConfigError("approve must be a function approve(call) that answers True or False")
         self.limits = limits
         self.max_turns, self.max_calls, self.timeout_ms = limits.max_turns, limits.max_calls, limits.timeout_ms
-        self.max_chars, self.max_writes = limits.max_chars, limits.max_writes
-        self.max_refusals = limits.max_refusals
+        self.max_chars, self.max_refusals = limits.max_chars, limits.max_refusals
         self.forbid_repeats = bool(forbid_repeats)
         self.model = Callee(model, 2, "model")
-        self.approve = Callee(approve, 2, "approval") if approve is not None else None
-        self.tools = _registry(tools)
-        self.writing: _Checked | None = None  # the write in flight, if any
+        self.tools = registry(tools)
+        self.writes = WritePath(self, approve, limits.max_writes, limits.write_grace_ms)
         self.outside = signal
         self.controller = AbortController()  # the run's own signal, handed to model and tools
         self.history: list[Message] = []
@@ -325,21 +216,24 @@ class _Run:
             self.usage.turns += 1
             decision = await self.ask_model()
             kind, payload = self.check_decision(decision)
-            spent = self.spend_tokens(self.proposal)  # a real model's tokens for this turn, against max_tokens
+            spent = self.spend_tokens(self.proposal)  # a real model's tokens, against max_tokens
             if kind == "final":
                 return self.finish(payload, decision, spent)
             try:
                 batch = self.check_batch(payload, decision)  # the whole batch, before anything runs
             except REFUSALS as refusal:
-                self.return_refusal(payload, refusal, spent)  # back to the model, within max_refusals; or raises it
+                self.return_refusal(payload, refusal, spent)  # back to the model, or raises it
                 continue
             calls = [{"id": c.id, "name": c.name, "args": c.args} for c in batch]
             self.append({"role": "assistant", "calls": calls, **spent})
             for call in batch:
                 self.check_not_stopped()
                 self.usage.calls += 1
-                content = await (self.run_write(call) if call.tool.writes else self.run_tool(call))
+                run = self.writes.run_write if call.tool.writes else self.run_tool
+                content = await run(call)
                 self.append({"role": "tool", "call_id": call.id, "content": content})
+
+    # -- before each model call ------------------------------------------------
 
     def check_before_model_call(self) -> None:
         """The signal, the deadline, the turn budget, then the context budget."""
@@ -347,7 +241,7 @@ class _Run:
         if self.usage.turns >= self.max_turns:
             raise self.fail(
                 TurnBudgetError,
-                f"turn budget exhausted: the model was called {_plural(self.usage.turns, 'time')} and "
+                f"turn budget exhausted: the model was called {plural(self.usage.turns, 'time')} and "
                 f"max_turns={self.max_turns}; raise max_turns, or make the model answer sooner",
                 value=self.max_turns,
             )
@@ -360,29 +254,6 @@ class _Run:
             )
         if self.limits.max_tokens is not None and self.usage.tokens >= self.limits.max_tokens:
             raise self.token_budget_error()
-
-    def spend_tokens(self, decision: Any) -> dict[str, Any]:
-        """Count the tokens the model reported for this turn (`decision["usage"]`); past max_tokens, refuse it.
-
-        Returns what the history's message for this turn records: `{"usage": {...}}`, or {} for a fake.
-        """
-        tokens = decision.get("usage") if isinstance(decision, dict) else None
-        if tokens is None:
-            return {}
-        self.usage.input_tokens += tokens["input_tokens"]
-        self.usage.output_tokens += tokens["output_tokens"]
-        if self.limits.max_tokens is not None and self.usage.tokens > self.limits.max_tokens:
-            raise self.token_budget_error(rejected=decision)
-        return {"usage": dict(tokens)}
-
-    def token_budget_error(self, **details: Any) -> AgentError:
-        return self.fail(
-            TokenBudgetError,
-            f"token budget exhausted: the model has used {self.usage.tokens} tokens and "
-            f"max_tokens={self.limits.max_tokens}; raise max_tokens, or keep the history and answers shorter",
-            value=self.limits.max_tokens,
-            **details,
-        )
 
     def check_not_stopped(self) -> None:
         """Nothing starts after an abort or the deadline: no model call, no tool, no write."""
@@ -400,14 +271,16 @@ class _Run:
             return await self.model(snapshot, self.controller.signal)
         except AgentError as error:  # an adapter's own verdict: keep it, add the history
             tokens = getattr(error, "tokens", None)
-            if _token_counts(tokens):  # a real model's answer the adapter refused was still paid for
+            if token_counts(tokens):  # a real model's answer the adapter refused was still paid for
                 self.usage.input_tokens += tokens["input_tokens"]
                 self.usage.output_tokens += tokens["output_tokens"]
             raise self.attach(error) from error.__cause__
         except BaseException as error:
-            if _passes_through(error):
+            if passes_through(error):
                 raise
-            raise self.fail(ModelError, f"the model raised {_describe(error)}") from error
+            raise self.fail(ModelError, f"the model raised {describe(error)}") from error
+
+    # -- the decision ---------------------------------------------------------
 
     def check_decision(self, decision: Any) -> tuple[str, Any]:
         """A decision is {"kind": "final", "text": str} or {"kind": "tools", "calls": [...]}.
@@ -417,33 +290,65 @@ class _Run:
         later does to the objects it returned.
         """
         shape = 'expected {"kind": "final", "text": "..."} or {"kind": "tools", "calls": [...]}'
-        proposed = _proposed_calls(decision)
-        if proposed is not None and proposed > MAX_REFUSED_COPIED:  # refused on its length, before copying it
+        proposed = proposed_calls(decision)
+        if proposed is not None and proposed > MAX_REFUSED_COPIED:  # refused on its length, uncopied
             self.check_batch_size(proposed, decision)
         try:
             decision = copy_json(decision)
         except NotJSONError as error:
             raise self.malformed(f"malformed decision: it is not JSON data: {error}", decision) from None
         except Exception as error:  # a hostile object that raises while being read
-            raise self.malformed(f"malformed decision: reading it raised {_describe(error)}", decision) from None
+            problem = f"reading it raised {describe(error)}"
+            raise self.malformed(f"malformed decision: {problem}", decision) from None
         if not isinstance(decision, dict):
-            raise self.malformed(f"malformed decision: {shape}, got {_describe_value(decision)}", decision)
+            raise self.malformed(f"malformed decision: {shape}, got {describe_value(decision)}", decision)
         kind = decision.get("kind")
         wanted = {"final": "text", "tools": "calls"}.get(kind) if isinstance(kind, str) else None
         if wanted is None or set(decision) - {"usage"} != {"kind", wanted}:
-            raise self.malformed(f"malformed decision: {shape}, got the keys {_keys(decision)}", decision)
-        if "usage" in decision and not _token_counts(decision["usage"]):
-            problem = f'"usage" must be {{"input_tokens": int, "output_tokens": int}}, got {decision["usage"]!r:.80}'
+            problem = f"{shape}, got the keys {key_names(decision)}"
+            raise self.malformed(f"malformed decision: {problem}", decision)
+        if "usage" in decision and not token_counts(decision["usage"]):
+            wrong = f"{decision['usage']!r:.80}"
+            problem = f'"usage" must be {{"input_tokens": int, "output_tokens": int}}, got {wrong}'
             raise self.malformed(f"malformed decision: {problem}", decision)
         payload = decision[wanted]
         if kind == "final" and not isinstance(payload, str):
-            problem = f"the final text must be a string, got {_describe_value(payload)}"
+            problem = f"the final text must be a string, got {describe_value(payload)}"
             raise self.malformed(f"malformed decision: {problem}", decision)
         if kind == "tools" and (not isinstance(payload, list) or not payload):
-            problem = f"a tools decision needs a non-empty list of calls, got {_describe_value(payload)}"
+            problem = f"a tools decision needs a non-empty list of calls, got {describe_value(payload)}"
             raise self.malformed(f"malformed decision: {problem}", decision)
         self.proposal = decision  # the loop's own copy: an error may carry it as it is
         return kind, payload
+
+    def spend_tokens(self, decision: Any) -> dict[str, Any]:
+        """Count the tokens the model reported for this turn (`decision["usage"]`) against max_tokens.
+
+        Returns what the history's message for this turn records: `{"usage": {...}}`, or {}.
+        """
+        tokens = decision.get("usage") if isinstance(decision, dict) else None
+        if tokens is None:  # a fake model reports no tokens
+            return {}
+        self.usage.input_tokens += tokens["input_tokens"]
+        self.usage.output_tokens += tokens["output_tokens"]
+        if self.limits.max_tokens is not None and self.usage.tokens > self.limits.max_tokens:
+            raise self.token_budget_error(rejected=decision)
+        return {"usage": dict(tokens)}
+
+    def finish(self, text: str, decision: Any, spent: dict[str, Any]) -> AgentResult:
+        """The final answer, if it fits the output budget."""
+        if len(text) > self.max_chars:
+            raise self.fail(
+                OutputBudgetError,
+                f"output budget exceeded: the final text has {len(text)} characters and "
+                f"max_chars={self.max_chars}; raise max_chars, or ask the model for a shorter answer",
+                value=self.max_chars,
+                rejected=decision,
+            )
+        self.append({"role": "assistant", "content": text, **spent})
+        return AgentResult(text=text, history=self.history, usage=self.usage_now(), limits=self.limits)
+
+    # -- the batch: every call checked before any runs --------------------------------
 
     def check_batch_size(self, count: int, decision: Any) -> None:
         """A batch may not ask for more calls than max_calls has left."""
@@ -451,11 +356,11 @@ class _Run:
         if count > left:
             raise self.fail(
                 ToolBudgetError,
-                f"tool budget exhausted: the model asked for {_plural(count, 'tool call')} but {left} of "
+                f"tool budget exhausted: the model asked for {plural(count, 'tool call')} but {left} of "
                 f"max_calls={self.max_calls} remain; nothing of this batch ran. Raise max_calls, "
                 f"or make the model ask for fewer calls",
                 value=self.max_calls,
-                rejected=decision if decision is self.proposal else _first_calls(decision, MAX_REFUSED_SHOWN),
+                rejected=decision if decision is self.proposal else first_calls(decision, MAX_REFUSED_SHOWN),
             )
 
     def check_batch(self, calls: Sequence[Any], decision: Any) -> list[_Checked]:
@@ -471,8 +376,8 @@ class _Run:
                 where = f"in turn {self.seen_ids[call_id]}" if call_id in self.seen_ids else "earlier in this batch"
                 raise self.fail(
                     DuplicateCallIdError,
-                    f"duplicate call id {call_id!r}: it was used {where}; every call of a run needs its own id "
-                    f"so that each result is tied to one call. Nothing of this batch ran",
+                    f"duplicate call id {call_id!r}: it was used {where}; every call of a run needs its "
+                    f"own id so that each result is tied to one call. Nothing of this batch ran",
                     rejected=decision,
                 )
             batch_ids.add(call_id)
@@ -485,7 +390,7 @@ class _Run:
                     rejected=decision,
                 )
             if self.forbid_repeats:
-                key = (name, compact_json(_sorted_keys(args)))
+                key = (name, compact_json(sorted_keys(args)))
                 if key in self.seen_calls or key in batch_calls:
                     raise self.fail(
                         RepeatedCallError,
@@ -494,12 +399,52 @@ class _Run:
                         rejected=decision,
                     )
                 batch_calls.add(key)
-            checked.append(_Checked(call_id, name, args, self.validate(tool, name, call_id, args, decision), tool))
-        self.check_writes(checked, decision)
+            value = self.validate(tool, name, call_id, args, decision)
+            checked.append(_Checked(call_id, name, args, value, tool))
+        self.writes.check(checked, decision)  # writes: a policy, and max_writes (loop_writes.py)
         for call in checked:
             self.seen_ids[call.id] = self.usage.turns
         self.seen_calls |= batch_calls
         return checked
+
+    def check_call_shape(self, call: Any, number: int, decision: Any) -> tuple[str, str, dict[str, Any]]:
+        """A call is {"id": non-empty str, "name": str, "args": dict}."""
+        if not isinstance(call, dict) or set(call) != {"id", "name", "args"}:
+            got = f"the keys {key_names(call)}" if isinstance(call, dict) else describe_value(call)
+            problem = f'expected {{"id": ..., "name": ..., "args": {{...}}}}, got {got}'
+        elif not isinstance(call["id"], str) or not call["id"]:
+            problem = f"the id must be a non-empty string, got {describe_value(call['id'])}"
+        elif not isinstance(call["name"], str):
+            problem = f"the tool name must be a string, got {describe_value(call['name'])}"
+        elif not isinstance(call["args"], dict):
+            problem = f"the args must be a dict, got {describe_value(call['args'])}"
+        else:
+            return call["id"], call["name"], call["args"]
+        raise self.malformed(f"malformed call #{number}: {problem}; nothing of this batch ran", decision)
+
+    def validate(self, tool: Tool, name: str, call_id: str, args: dict[str, Any], decision: Any) -> Any:
+        """Run the tool's own check on a second copy; what it returns is what `run` gets."""
+        mine = copy_json(args)
+        try:
+            value = tool.validate(mine)
+        except BaseException as error:
+            if passes_through(error):
+                raise
+            raise self.fail(
+                ToolArgsError,
+                f"invalid args for {name} (call {call_id!r}): {readable(str, error)}; nothing of this batch ran",
+                rejected=decision,
+            ) from error
+        if value is None:  # the common case, and the cheapest to tell
+            return mine
+        if inspect.isawaitable(value):
+            if inspect.iscoroutine(value):
+                value.close()
+            problem = f"the validate of tool {name!r} returned an awaitable; it must be a plain function"
+            raise self.fail(ConfigError, problem)
+        return value
+
+    # -- a refused batch, returned to the model (notebook 11) ---------------------------------
 
     def return_refusal(self, calls: list[Any], refusal: AgentError, spent: dict[str, Any]) -> None:
         """Give a refused batch back to the model, if `max_refusals` allows; otherwise raise the refusal.
@@ -531,13 +476,8 @@ class _Run:
             self.seen_ids[call_id] = self.usage.turns
             name = call.get("name") if isinstance(call, dict) else None
             args = call.get("args") if isinstance(call, dict) else None
-            recorded.append(
-                {
-                    "id": call_id,
-                    "name": name if isinstance(name, str) else "",
-                    "args": args if isinstance(args, dict) else {},
-                }
-            )
+            name, args = (name if isinstance(name, str) else ""), (args if isinstance(args, dict) else {})
+            recorded.append({"id": call_id, "name": name, "args": args})
         self.append({"role": "assistant", "calls": recorded, **spent})
         refused_id = recorded[self.checking - 1]["id"]
         for number, call in enumerate(recorded, 1):
@@ -558,66 +498,7 @@ class _Run:
             made = f"refused-{self.usage.turns}-{number}-{again}"
         return made
 
-    def check_writes(self, batch: list[_Checked], decision: Any) -> None:
-        """Writes need an approval policy, and must fit what is left of `max_writes`."""
-        writes = [call for call in batch if call.tool.writes]
-        if not writes:
-            return
-        if self.approve is None:
-            raise self.fail(
-                ApprovalError,
-                f"approval required: {writes[0].name} (call {writes[0].id!r}) changes data, and no approve policy "
-                f"was given; pass approve=... to agent_loop to allow or deny each write. Nothing of this batch ran",
-                rejected=decision,
-            )
-        left = self.max_writes - self.usage.writes
-        if len(writes) > left:
-            raise self.fail(
-                WriteBudgetError,
-                f"write budget exhausted: the model asked for {_plural(len(writes), 'write')} but {left} of "
-                f"max_writes={self.max_writes} remain; nothing of this batch ran. Raise max_writes, "
-                f"or make the model write less",
-                value=self.max_writes,
-                rejected=decision,
-            )
-
-    def check_call_shape(self, call: Any, number: int, decision: Any) -> tuple[str, str, dict[str, Any]]:
-        """A call is {"id": non-empty str, "name": str, "args": dict}."""
-        if not isinstance(call, dict) or set(call) != {"id", "name", "args"}:
-            got = f"the keys {_keys(call)}" if isinstance(call, dict) else _describe_value(call)
-            problem = f'expected {{"id": ..., "name": ..., "args": {{...}}}}, got {got}'
-        elif not isinstance(call["id"], str) or not call["id"]:
-            problem = f"the id must be a non-empty string, got {_describe_value(call['id'])}"
-        elif not isinstance(call["name"], str):
-            problem = f"the tool name must be a string, got {_describe_value(call['name'])}"
-        elif not isinstance(call["args"], dict):
-            problem = f"the args must be a dict, got {_describe_value(call['args'])}"
-        else:
-            return call["id"], call["name"], call["args"]
-        raise self.malformed(f"malformed call #{number}: {problem}; nothing of this batch ran", decision)
-
-    def validate(self, tool: Tool, name: str, call_id: str, args: dict[str, Any], decision: Any) -> Any:
-        """Run the tool's own check on a second copy; what it returns is what `run` gets."""
-        mine = copy_json(args)
-        try:
-            value = tool.validate(mine)
-        except BaseException as error:
-            if _passes_through(error):
-                raise
-            raise self.fail(
-                ToolArgsError,
-                f"invalid args for {name} (call {call_id!r}): {_readable(str, error)}; nothing of this batch ran",
-                rejected=decision,
-            ) from error
-        if value is None:  # the common case, and the cheapest to tell
-            return mine
-        if inspect.isawaitable(value):
-            if inspect.iscoroutine(value):
-                value.close()
-            raise self.fail(
-                ConfigError, f"the validate of tool {name!r} returned an awaitable; it must be a plain function"
-            )
-        return value
+    # -- running a checked call ----------------------------------------------------------
 
     async def run_tool(self, call: _Checked) -> str:
         """Run one checked call; its result goes back as compact JSON."""
@@ -626,9 +507,9 @@ class _Run:
         try:
             result = await runner(call.value, self.controller.signal, *context)
         except BaseException as error:
-            if _passes_through(error):
+            if passes_through(error):
                 raise
-            raise self.fail(ToolError, f"tool {call.name} raised {_describe(error)} (call {call.id!r})") from error
+            raise self.fail(ToolError, f"tool {call.name} raised {describe(error)} (call {call.id!r})") from error
         try:
             return compact_json(result)
         except NotJSONError as error:
@@ -637,63 +518,6 @@ class _Run:
                 f"tool {call.name} returned a result that is not JSON (call {call.id!r}): {error}; "
                 f"return dicts, lists, strings, numbers, booleans or None",
             ) from None
-
-    async def run_write(self, call: _Checked) -> str:
-        """Ask the approval policy, then run the write; a denial goes back to the model as the result."""
-        approval = await self.ask_approval(call)
-        if not approval.allowed:
-            return compact_json({"denied": True, "reason": approval.reason or "the write was not approved"})
-        self.check_not_stopped()  # waiting for approval took time
-        self.usage.writes += 1
-        self.writing = call
-        try:
-            return await self.run_tool(call)
-        except ToolError as error:
-            if self.controller.signal.aborted:  # stopped mid-write: record what the tool reported, no more
-                outcome = _write_outcome(error.__cause__ or error)
-                self.append({"role": "tool", "call_id": call.id, "content": compact_json(outcome)})
-            raise
-        finally:
-            self.writing = None
-
-    async def ask_approval(self, call: _Checked) -> Approval:
-        """The policy sees the call (with a copy of its checked args); it answers True, False or an Approval."""
-        try:
-            answer = await self.approve(ToolCall(call.id, call.name, copy_json(call.args)), self.controller.signal)  # type: ignore[misc]
-        except BaseException as error:
-            if _passes_through(error):
-                raise
-            message = (
-                f"approval failed: the approve policy raised {_describe(error)} for {call.name} (call {call.id!r})"
-            )
-            raise self.fail(ApprovalError, f"{message}; nothing was written") from error
-        if type(answer) is bool:
-            return Approval(answer)
-        if isinstance(answer, Approval):  # read as plain data: a subclass, or a field set by hand, could lie
-            fields = object.__getattribute__(answer, "__dict__")
-            fields = fields if type(fields) is dict else {}
-            allowed, reason = fields.get("allowed"), fields.get("reason")
-            if type(allowed) is bool and isinstance(reason, str):
-                return Approval(allowed, str.__str__(reason))
-        raise self.fail(
-            ApprovalError,
-            f"approval failed: the approve policy answered {_describe_value(answer)} for {call.name} "
-            f"(call {call.id!r}); it must answer True, False or Approval(allowed, reason) with allowed a bool "
-            f"and reason a string. Nothing was written",
-        )
-
-    def finish(self, text: str, decision: Any, spent: dict[str, Any]) -> AgentResult:
-        """The final answer, if it fits the output budget."""
-        if len(text) > self.max_chars:
-            raise self.fail(
-                OutputBudgetError,
-                f"output budget exceeded: the final text has {len(text)} characters and "
-                f"max_chars={self.max_chars}; raise max_chars, or ask the model for a shorter answer",
-                value=self.max_chars,
-                rejected=decision,
-            )
-        self.append({"role": "assistant", "content": text, **spent})
-        return AgentResult(text=text, history=self.history, usage=self.usage_now(), limits=self.limits)
 
     # -- the race against the clock and the outside signal ------------------
 
@@ -707,52 +531,54 @@ class _Run:
         the model and tools to stop), cancels the task, gives it
         `CANCEL_GRACE_MS` to run its `finally` blocks, and raises.
         """
-        if self.outside is not None and self.outside.aborted:
+        if self.outside is not None and self.outside.aborted:  # stopped before it started
             raise self.aborted(self.outside.reason)
+        # 1. Start the steps as a task: from here on, they run whenever this function waits.
         task = asyncio.ensure_future(self.steps())
+        # 2. One future, `woken`, that the first of three events completes, with the event's name.
         woken = self.loop.create_future()
 
         def wake(why: str) -> None:
-            if not woken.done():
+            if not woken.done():  # only the first event counts
                 woken.set_result(why)
 
+        #    a) the task ends (an answer, or an error of its own);
         task.add_done_callback(lambda _: wake("done"))
+        #    b) the deadline: the event loop calls `wake` at that time, whatever the task is doing;
         timer = self.loop.call_at(self.deadline, wake, "deadline")
+        #    c) the outside signal, which may be aborted from another thread: `wake` must then be
+        #       handed to the event loop's own thread (call_soon_threadsafe), never called there.
+        #       `first=True`: the run hears the abort before the listeners the model and tools added.
         forget_signal = (
-            self.outside.add_callback(lambda _: _call_soon_threadsafe(self.loop, wake, "abort"), first=True)
+            self.outside.add_callback(lambda _: call_soon_threadsafe(self.loop, wake, "abort"), first=True)
             if self.outside is not None
             else lambda: None
         )
+        # 3. Wait for the first event; then take the other two down, whichever won.
         try:
             why = await woken
-        except asyncio.CancelledError:  # our caller gave up on us
+        except asyncio.CancelledError:  # our own caller gave up on the run (e.g. asyncio.wait_for)
             self.stop_callees(AbortError("aborted: the caller cancelled the run"))
-            _abandon(task)
+            abandon(task)
             raise
         finally:
             timer.cancel()
             forget_signal()
-        if task.done():  # it finished (or failed) before we looked: its outcome stands
+        # 4. The task is done (it may have finished just as the deadline fired): its outcome stands.
+        if task.done():
             return task.result()
+        # 5. The deadline or the abort won. Tell the model and tools to stop (abort their signal).
         error = self.deadline_error() if why == "deadline" else self.aborted(self.outside.reason)  # type: ignore[union-attr]
         self.stop_callees(error)
-        if self.writing is not None:  # let the write commit or roll back, so that the history can say which
-            try:
-                await asyncio.wait([task], timeout=self.limits.write_grace_ms / 1000)
-            except asyncio.CancelledError:  # our caller gave up on us during the grace: the task is abandoned too
-                _abandon(task)
-                raise
-            if isinstance(error, DeadlineError) and error.value == self.timeout_ms:  # ours: say why it may be late
-                error.args = (
-                    f"{error.message}. A write was running: it was given up to "
-                    f"write_grace_ms={_number(self.limits.write_grace_ms)} more to commit or roll back",
-                )
-        if self.writing is not None:
-            unsettled = {"outcome": "unknown", "note": "the write was still running when the run stopped"}
-            self.append({"role": "tool", "call_id": self.writing.id, "content": compact_json(unsettled)})
+        # 6. A write in flight gets its grace to commit or roll back (loop_writes.py).
+        if self.writes.in_flight is not None:
+            await self.writes.settle(task, error)
+        # 7. The error carries the history as the run stopped, not what the task does later.
         if isinstance(error, AgentError):
-            self.attach(error)  # the history as the run stopped; nothing the abandoned task does from here on
-        _abandon(task)  # whatever it ends with, now or after the grace, ours is the verdict
+            self.attach(error)
+        # 8. Cancel the task, wait a moment for its `finally` blocks, and raise. If it ignores the
+        #    cancellation, `abandon` keeps it alive until it ends: the verdict is ours already.
+        abandon(task)
         await asyncio.wait([task], timeout=CANCEL_GRACE_MS / 1000)
         raise error
 
@@ -766,7 +592,7 @@ class _Run:
         if listeners is not None:
             threading.Thread(target=listeners, name="agentlab abort listeners", daemon=True).start()
 
-    # -- bookkeeping ---------------------------------------------------------
+    # -- bookkeeping: the history, the usage, and the errors that carry them ---------------
 
     def append(self, message: Message) -> None:
         self.history.append(message)
@@ -784,7 +610,7 @@ class _Run:
             history=[copy_message(m) for m in self.history],
             usage=self.usage_now(),
             limits=self.limits,
-            rejected=rejected if rejected is self.proposal else _safe_copy(rejected),  # ours: no second copy
+            rejected=rejected if rejected is self.proposal else safe_copy(rejected),  # ours: no second copy
             **details,
         )
 
@@ -801,10 +627,19 @@ class _Run:
     def deadline_error(self) -> AgentError:
         return self.fail(
             DeadlineError,
-            f"deadline exceeded: the run took longer than timeout_ms={_number(self.timeout_ms)} "
-            f"(turn {self.usage.turns}, {_plural(self.usage.calls, 'tool call')} done); raise timeout_ms, "
+            f"deadline exceeded: the run took longer than timeout_ms={number_text(self.timeout_ms)} "
+            f"(turn {self.usage.turns}, {plural(self.usage.calls, 'tool call')} done); raise timeout_ms, "
             f"or use a faster model or tools",
             value=self.timeout_ms,
+        )
+
+    def token_budget_error(self, **details: Any) -> AgentError:
+        return self.fail(
+            TokenBudgetError,
+            f"token budget exhausted: the model has used {self.usage.tokens} tokens and "
+            f"max_tokens={self.limits.max_tokens}; raise max_tokens, or keep the history and answers shorter",
+            value=self.limits.max_tokens,
+            **details,
         )
 
     def aborted(self, reason: Any) -> BaseException:
@@ -812,174 +647,6 @@ class _Run:
         if not isinstance(reason, BaseException):  # a signal (a subclass) that says aborted, but not why
             reason = self.fail(AbortError, "aborted: the signal reports aborted, with no reason")
         return self.attach(reason) if isinstance(reason, AgentError) else reason
-
-
-# -- helpers ------------------------------------------------------------------
-
-
-def _registry(tools: Mapping[str, Any] | None) -> dict[str, Tool]:
-    """A private snapshot of the tools: exact string keys only, nothing inherited."""
-    if tools is None:
-        return {}
-    if not isinstance(tools, Mapping):
-        raise ConfigError(f"tools must be a dict of name -> Tool, not {type(tools).__name__}")
-    registry = {}
-    for name, tool in tools.items():
-        if not isinstance(name, str):
-            raise ConfigError(f"tool names must be strings, got {name!r}")
-        registry[str.__str__(name)] = Tool.of(name, tool)
-    return registry
-
-
-def _count(name: str, value: Any) -> int:
-    """A limit as a plain int (an int subclass is read with int's own method: it cannot lie)."""
-    plain = int.__int__(value) if isinstance(value, int) and not isinstance(value, bool) else -1
-    if plain < 0:
-        raise ConfigError(f"{name} must be a whole number >= 0, got {_describe_value(value)}")
-    return plain
-
-
-def _duration(name: str, value: Any) -> float:
-    """Milliseconds as a plain float; 10**400 cannot be one, and is refused like infinity."""
-    plain = math.nan
-    if isinstance(value, int) and not isinstance(value, bool):
-        plain = float(int.__int__(value)) if int.__int__(value).bit_length() <= 1000 else math.inf
-    elif isinstance(value, float):
-        plain = float.__float__(value)
-    if not (math.isfinite(plain) and plain >= 0):
-        raise ConfigError(f"{name} must be a finite number of milliseconds >= 0, got {_describe_value(value)}")
-    return plain
-
-
-def _token_counts(value: Any) -> bool:
-    """A decision's optional "usage": exactly input_tokens and output_tokens, whole numbers >= 0."""
-    return (
-        isinstance(value, dict)
-        and set(value) == {"input_tokens", "output_tokens"}
-        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value.values())
-    )
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else str(value)
-
-
-def _passes_through(error: BaseException) -> bool:
-    """Errors the loop must never swallow: Ctrl-C, exit, and a real cancellation of this task."""
-    if isinstance(error, (KeyboardInterrupt, SystemExit)):
-        return True
-    if isinstance(error, asyncio.CancelledError):
-        task = asyncio.current_task()
-        return task is not None and task.cancelling() > 0
-    return False
-
-
-def _readable(show: Callable[[Any], str], value: Any) -> str:
-    """`str` or `repr` of something a model or tool made: that may raise too, and must not escape."""
-    try:
-        return show(value)
-    except Exception:
-        return f"(a {type(value).__name__} that cannot be shown)"
-
-
-def _describe(error: BaseException) -> str:
-    text = _readable(str, error)
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
-
-
-def _describe_value(value: Any) -> str:
-    return f"{glimpse(value, 77)} ({type(value).__name__})"  # bounded, and runs none of the value's code
-
-
-def _keys(mapping: Any) -> list[str]:
-    try:
-        return sorted(repr(key) if not isinstance(key, str) else key for key in mapping)
-    except Exception:
-        return ["(unreadable)"]
-
-
-def _sorted_keys(value: Any) -> Any:
-    """JSON data with every dict's keys sorted, so that {a, b} and {b, a} are the same call."""
-    if isinstance(value, dict):
-        return {key: _sorted_keys(value[key]) for key in sorted(value)}
-    if isinstance(value, list):
-        return [_sorted_keys(item) for item in value]
-    return value
-
-
-def _safe_copy(value: Any) -> Any:
-    """A copy of a rejected decision for the error and the trace; a bounded picture of it if not JSON."""
-    if value is None:
-        return None
-    try:
-        return copy_json(value)
-    except Exception:
-        return glimpse(value, 2000)
-
-
-def _proposed_calls(decision: Any) -> int | None:
-    """How many calls a decision shaped {"kind": "tools", "calls": [...]} proposes; None for any other shape.
-
-    Read with the base types' own methods, without copying the decision or
-    running any of its code, so that a batch of a million calls is refused
-    for its length at the cost of a few steps.
-    """
-    if not issubclass(type(decision), dict) or dict.__len__(decision) != 2:
-        return None
-    fields = {key: value for key, value in dict.items(decision) if type(key) is str}
-    kind, calls = fields.get("kind"), fields.get("calls")
-    if not (isinstance(kind, str) and str.__eq__(kind, "tools")):
-        return None
-    if issubclass(type(calls), list):
-        return list.__len__(calls)
-    return tuple.__len__(calls) if issubclass(type(calls), tuple) else None
-
-
-def _first_calls(decision: Any, count: int) -> Any:
-    """A refused batch, as its first `count` calls (copied safely): all the error needs to show."""
-    calls = next(value for key, value in dict.items(decision) if type(key) is str and key == "calls")
-    first = list(itertools.islice(list.__iter__(calls) if isinstance(calls, list) else tuple.__iter__(calls), count))
-    return {"kind": "tools", "calls": [_safe_copy(call) for call in first]}
-
-
-def _write_outcome(error: BaseException) -> dict[str, Any]:
-    """What the history records of a write that failed after a stop: what the tool reported, no more.
-
-    A tool says it rolled back by raising an exception with `rolled_back = True`
-    (the store's `WriteRolledBack` does); anything else may have committed first.
-    """
-    if getattr(error, "rolled_back", None) is True:
-        return {"rolled_back": True, "error": _describe(error)}
-    return {"outcome": "unknown", "error": _describe(error)}
-
-
-def _retrieve(task: asyncio.Task[Any]) -> None:
-    """Mark an abandoned task's own error as seen, so asyncio does not log it as never retrieved."""
-    _ABANDONED.discard(task)
-    if not task.cancelled():
-        task.exception()
-
-
-# Tasks the loop gave up on that have not ended yet (a tool may swallow its cancellation). Held here so that
-# the garbage collector cannot destroy one while it is pending ("Task was destroyed but it is pending").
-_ABANDONED: set[asyncio.Task[Any]] = set()
-
-
-def _abandon(task: asyncio.Task[Any]) -> None:
-    """Cancel a task the run no longer waits for, and keep it alive until it ends."""
-    task.cancel()
-    if not task.done():
-        _ABANDONED.add(task)
-    task.add_done_callback(_retrieve)
-
-
-def _call_soon_threadsafe(loop: asyncio.AbstractEventLoop, callback: Callable[..., Any], *args: Any) -> None:
-    with contextlib.suppress(RuntimeError):  # the loop is closed: the run is long over
-        loop.call_soon_threadsafe(callback, *args)
 
 
 __all__ = [

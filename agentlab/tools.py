@@ -139,4 +139,18 @@ def parse_lookup_args(args: Any) -> dict[str, str]:
     return {"id": str(value)}
 
 
-__all__ = ["Approval", "Tool", "ToolCall", "parse_lookup_args"]
+def registry(tools: Mapping[str, Any] | None) -> dict[str, Tool]:
+    """A private snapshot of a run's tools: exact string keys only, nothing inherited."""
+    if tools is None:
+        return {}
+    if not isinstance(tools, Mapping):
+        raise ConfigError(f"tools must be a dict of name -> Tool, not {type(tools).__name__}")
+    snapshot = {}
+    for name, tool in tools.items():
+        if not isinstance(name, str):
+            raise ConfigError(f"tool names must be strings, got {name!r}")
+        snapshot[str.__str__(name)] = Tool.of(name, tool)  # str.__str__: a str subclass cannot lie
+    return snapshot
+
+
+__all__ = ["Approval", "Tool", "ToolCall", "parse_lookup_args", "registry"]
