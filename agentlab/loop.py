@@ -48,6 +48,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentlab import untrusted
 from agentlab.abort import AbortController, AbortSignal
 from agentlab.callees import Callee, abandon, call_soon_threadsafe, passes_through
 from agentlab.errors import (
@@ -75,18 +76,6 @@ from agentlab.jsonc import NotJSONError, compact_json, copy_json, sorted_keys
 from agentlab.loop_writes import WritePath
 from agentlab.result import WRITE_GRACE_MS, AgentResult, Limits, Usage
 from agentlab.tools import Tool, ToolCall, registry
-from agentlab.untrusted import (
-    describe,
-    describe_value,
-    first_calls,
-    key_names,
-    milliseconds,
-    proposed_calls,
-    readable,
-    safe_copy,
-    token_counts,
-    whole_number,
-)
 
 # How long the loop waits for an abandoned model or tool to acknowledge its
 # cancellation (run its `finally`) before it gives up on it and raises anyway.
@@ -139,16 +128,17 @@ async def agent_loop(
     still end the run. A refused batch costs a turn and history characters,
     but not `max_calls`, which counts tool runs: nothing of it ran.
     """
-    grace = WRITE_GRACE_MS if write_grace_ms is None else milliseconds("write_grace_ms", write_grace_ms)
+    # Each limit read as a plain number: an int subclass could lie about its value (untrusted.py).
+    count, ms = untrusted.whole_number, untrusted.milliseconds
     limits = Limits(
-        whole_number("max_turns", max_turns),
-        whole_number("max_calls", max_calls),
-        milliseconds("timeout_ms", timeout_ms),
-        whole_number("max_chars", max_chars),
-        whole_number("max_writes", max_writes),
-        whole_number("max_refusals", max_refusals),
-        grace,
-        None if max_tokens is None else whole_number("max_tokens", max_tokens),
+        count("max_turns", max_turns),
+        count("max_calls", max_calls),
+        ms("timeout_ms", timeout_ms),
+        count("max_chars", max_chars),
+        count("max_writes", max_writes),
+        count("max_refusals", max_refusals),
+        WRITE_GRACE_MS if write_grace_ms is None else ms("write_grace_ms", write_grace_ms),
+        None if max_tokens is None else count("max_tokens", max_tokens),
     )
     run = _Run(input, model, tools, limits, signal, forbid_repeats, approve)
     return await run.race()
@@ -179,17 +169,20 @@ class _Run:
         approve: Callable[..., Any] | None,
     ) -> None:
         if not isinstance(input, str):
-            raise ConfigError(f"input must be a string (the user's message), not {type(input).__name__}")
-        input = str.__str__(input)  # plain data: a subclass's __len__ could lie to the context budget
+            wrong = type(input).__name__
+            raise ConfigError(f"input must be a string (the user's message), not {wrong}")
+        input = str.__str__(input)  # plain data: a str subclass's __len__ could lie to max_chars
         if not callable(model):
-            raise ConfigError(f"model must be a function model(messages, signal), not {type(model).__name__}")
+            wrong = type(model).__name__
+            raise ConfigError(f"model must be a function model(messages, signal), not {wrong}")
         if signal is not None and not isinstance(signal, AbortSignal):
             raise ConfigError("signal must be an AbortSignal, such as AbortController().signal")
         if approve is not None and not callable(approve):
             raise ConfigError("approve must be a function approve(call) that answers True or False")
         self.limits = limits
-        self.max_turns, self.max_calls, self.timeout_ms = limits.max_turns, limits.max_calls, limits.timeout_ms
-        self.max_chars, self.max_refusals = limits.max_chars, limits.max_refusals
+        self.max_turns, self.max_calls = limits.max_turns, limits.max_calls
+        self.timeout_ms, self.max_chars = limits.timeout_ms, limits.max_chars
+        self.max_refusals = limits.max_refusals
         self.forbid_repeats = bool(forbid_repeats)
         self.model = Callee(model, 2, "model")
         self.tools = registry(tools)
@@ -241,15 +234,17 @@ class _Run:
         if self.usage.turns >= self.max_turns:
             raise self.fail(
                 TurnBudgetError,
-                f"turn budget exhausted: the model was called {plural(self.usage.turns, 'time')} and "
-                f"max_turns={self.max_turns}; raise max_turns, or make the model answer sooner",
+                f"turn budget exhausted: the model was called "
+                f"{plural(self.usage.turns, 'time')} and max_turns={self.max_turns}; "
+                f"raise max_turns, or make the model answer sooner",
                 value=self.max_turns,
             )
         if self.usage.chars > self.max_chars:
             raise self.fail(
                 ContextBudgetError,
                 f"context budget exceeded: the history holds {self.usage.chars} characters and "
-                f"max_chars={self.max_chars}; raise max_chars, or keep inputs and tool results shorter",
+                f"max_chars={self.max_chars}; raise max_chars, "
+                f"or keep inputs and tool results shorter",
                 value=self.max_chars,
             )
         if self.limits.max_tokens is not None and self.usage.tokens >= self.limits.max_tokens:
@@ -271,14 +266,14 @@ class _Run:
             return await self.model(snapshot, self.controller.signal)
         except AgentError as error:  # an adapter's own verdict: keep it, add the history
             tokens = getattr(error, "tokens", None)
-            if token_counts(tokens):  # a real model's answer the adapter refused was still paid for
+            if untrusted.token_counts(tokens):  # an answer the adapter refused was still paid for
                 self.usage.input_tokens += tokens["input_tokens"]
                 self.usage.output_tokens += tokens["output_tokens"]
             raise self.attach(error) from error.__cause__
         except BaseException as error:
             if passes_through(error):
                 raise
-            raise self.fail(ModelError, f"the model raised {describe(error)}") from error
+            raise self.fail(ModelError, f"the model raised {untrusted.describe(error)}") from error
 
     # -- the decision ---------------------------------------------------------
 
@@ -290,39 +285,42 @@ class _Run:
         later does to the objects it returned.
         """
         shape = 'expected {"kind": "final", "text": "..."} or {"kind": "tools", "calls": [...]}'
-        proposed = proposed_calls(decision)
-        if proposed is not None and proposed > MAX_REFUSED_COPIED:  # refused on its length, uncopied
+        proposed = untrusted.proposed_calls(decision)
+        if proposed is not None and proposed > MAX_REFUSED_COPIED:  # refused before it is copied
             self.check_batch_size(proposed, decision)
         try:
             decision = copy_json(decision)
         except NotJSONError as error:
-            raise self.malformed(f"malformed decision: it is not JSON data: {error}", decision) from None
+            problem = f"it is not JSON data: {error}"
+            raise self.malformed(f"malformed decision: {problem}", decision) from None
         except Exception as error:  # a hostile object that raises while being read
-            problem = f"reading it raised {describe(error)}"
+            problem = f"reading it raised {untrusted.describe(error)}"
             raise self.malformed(f"malformed decision: {problem}", decision) from None
         if not isinstance(decision, dict):
-            raise self.malformed(f"malformed decision: {shape}, got {describe_value(decision)}", decision)
+            problem = f"{shape}, got {untrusted.show(decision)}"
+            raise self.malformed(f"malformed decision: {problem}", decision)
         kind = decision.get("kind")
         wanted = {"final": "text", "tools": "calls"}.get(kind) if isinstance(kind, str) else None
         if wanted is None or set(decision) - {"usage"} != {"kind", wanted}:
-            problem = f"{shape}, got the keys {key_names(decision)}"
+            problem = f"{shape}, got the keys {untrusted.keys(decision)}"
             raise self.malformed(f"malformed decision: {problem}", decision)
-        if "usage" in decision and not token_counts(decision["usage"]):
+        if "usage" in decision and not untrusted.token_counts(decision["usage"]):
             wrong = f"{decision['usage']!r:.80}"
             problem = f'"usage" must be {{"input_tokens": int, "output_tokens": int}}, got {wrong}'
             raise self.malformed(f"malformed decision: {problem}", decision)
         payload = decision[wanted]
         if kind == "final" and not isinstance(payload, str):
-            problem = f"the final text must be a string, got {describe_value(payload)}"
+            problem = f"the final text must be a string, got {untrusted.show(payload)}"
             raise self.malformed(f"malformed decision: {problem}", decision)
         if kind == "tools" and (not isinstance(payload, list) or not payload):
-            problem = f"a tools decision needs a non-empty list of calls, got {describe_value(payload)}"
+            got = untrusted.show(payload)
+            problem = f"a tools decision needs a non-empty list of calls, got {got}"
             raise self.malformed(f"malformed decision: {problem}", decision)
         self.proposal = decision  # the loop's own copy: an error may carry it as it is
         return kind, payload
 
     def spend_tokens(self, decision: Any) -> dict[str, Any]:
-        """Count the tokens the model reported for this turn (`decision["usage"]`) against max_tokens.
+        """Count the tokens a real model reported for this turn (`decision["usage"]`).
 
         Returns what the history's message for this turn records: `{"usage": {...}}`, or {}.
         """
@@ -341,12 +339,13 @@ class _Run:
             raise self.fail(
                 OutputBudgetError,
                 f"output budget exceeded: the final text has {len(text)} characters and "
-                f"max_chars={self.max_chars}; raise max_chars, or ask the model for a shorter answer",
+                f"max_chars={self.max_chars}; raise max_chars, "
+                f"or ask the model for a shorter answer",
                 value=self.max_chars,
                 rejected=decision,
             )
         self.append({"role": "assistant", "content": text, **spent})
-        return AgentResult(text=text, history=self.history, usage=self.usage_now(), limits=self.limits)
+        return AgentResult(text, self.history, self.usage_now(), self.limits)
 
     # -- the batch: every call checked before any runs --------------------------------
 
@@ -354,13 +353,15 @@ class _Run:
         """A batch may not ask for more calls than max_calls has left."""
         left = self.max_calls - self.usage.calls
         if count > left:
+            if decision is not self.proposal:  # maybe a million calls: keep the first few
+                decision = untrusted.first_calls(decision, MAX_REFUSED_SHOWN)
             raise self.fail(
                 ToolBudgetError,
-                f"tool budget exhausted: the model asked for {plural(count, 'tool call')} but {left} of "
-                f"max_calls={self.max_calls} remain; nothing of this batch ran. Raise max_calls, "
-                f"or make the model ask for fewer calls",
+                f"tool budget exhausted: the model asked for {plural(count, 'tool call')} "
+                f"but {left} of max_calls={self.max_calls} remain; nothing of this batch ran. "
+                f"Raise max_calls, or make the model ask for fewer calls",
                 value=self.max_calls,
-                rejected=decision if decision is self.proposal else first_calls(decision, MAX_REFUSED_SHOWN),
+                rejected=decision,
             )
 
     def check_batch(self, calls: Sequence[Any], decision: Any) -> list[_Checked]:
@@ -373,29 +374,29 @@ class _Run:
             self.checking = number  # the call a refusal is about
             call_id, name, args = self.check_call_shape(call, number, decision)
             if call_id in self.seen_ids or call_id in batch_ids:
-                where = f"in turn {self.seen_ids[call_id]}" if call_id in self.seen_ids else "earlier in this batch"
+                turn = self.seen_ids.get(call_id)
+                where = f"in turn {turn}" if turn is not None else "earlier in this batch"
                 raise self.fail(
                     DuplicateCallIdError,
-                    f"duplicate call id {call_id!r}: it was used {where}; every call of a run needs its "
-                    f"own id so that each result is tied to one call. Nothing of this batch ran",
+                    f"duplicate call id {call_id!r}: it was used {where}; every call of a run "
+                    f"needs its own id so that each result is tied to one call. "
+                    f"Nothing of this batch ran",
                     rejected=decision,
                 )
             batch_ids.add(call_id)
             tool = self.tools.get(name)
             if tool is None:
                 known = ", ".join(sorted(self.tools)) or "(none)"
-                raise self.fail(
-                    UnknownToolError,
-                    f"unknown tool {name!r} (call {call_id!r}); the tools are: {known}. Nothing of this batch ran",
-                    rejected=decision,
-                )
+                problem = f"unknown tool {name!r} (call {call_id!r}); the tools are: {known}"
+                problem = f"{problem}. Nothing of this batch ran"
+                raise self.fail(UnknownToolError, problem, rejected=decision)
             if self.forbid_repeats:
                 key = (name, compact_json(sorted_keys(args)))
                 if key in self.seen_calls or key in batch_calls:
                     raise self.fail(
                         RepeatedCallError,
-                        f"repeated tool call without progress: {name} was already called with {key[1]} "
-                        f"(call {call_id!r}); nothing of this batch ran",
+                        f"repeated tool call without progress: {name} was already called "
+                        f"with {key[1]} (call {call_id!r}); nothing of this batch ran",
                         rejected=decision,
                     )
                 batch_calls.add(key)
@@ -407,22 +408,25 @@ class _Run:
         self.seen_calls |= batch_calls
         return checked
 
-    def check_call_shape(self, call: Any, number: int, decision: Any) -> tuple[str, str, dict[str, Any]]:
+    def check_call_shape(self, call: Any, number: int, decision: Any) -> tuple[str, str, dict]:
         """A call is {"id": non-empty str, "name": str, "args": dict}."""
         if not isinstance(call, dict) or set(call) != {"id", "name", "args"}:
-            got = f"the keys {key_names(call)}" if isinstance(call, dict) else describe_value(call)
+            got = untrusted.show(call)
+            if isinstance(call, dict):
+                got = f"the keys {untrusted.keys(call)}"
             problem = f'expected {{"id": ..., "name": ..., "args": {{...}}}}, got {got}'
         elif not isinstance(call["id"], str) or not call["id"]:
-            problem = f"the id must be a non-empty string, got {describe_value(call['id'])}"
+            problem = f"the id must be a non-empty string, got {untrusted.show(call['id'])}"
         elif not isinstance(call["name"], str):
-            problem = f"the tool name must be a string, got {describe_value(call['name'])}"
+            problem = f"the tool name must be a string, got {untrusted.show(call['name'])}"
         elif not isinstance(call["args"], dict):
-            problem = f"the args must be a dict, got {describe_value(call['args'])}"
+            problem = f"the args must be a dict, got {untrusted.show(call['args'])}"
         else:
             return call["id"], call["name"], call["args"]
-        raise self.malformed(f"malformed call #{number}: {problem}; nothing of this batch ran", decision)
+        problem = f"malformed call #{number}: {problem}; nothing of this batch ran"
+        raise self.malformed(problem, decision)
 
-    def validate(self, tool: Tool, name: str, call_id: str, args: dict[str, Any], decision: Any) -> Any:
+    def validate(self, tool: Tool, name: str, call_id: str, args: dict, decision: Any) -> Any:
         """Run the tool's own check on a second copy; what it returns is what `run` gets."""
         mine = copy_json(args)
         try:
@@ -432,7 +436,8 @@ class _Run:
                 raise
             raise self.fail(
                 ToolArgsError,
-                f"invalid args for {name} (call {call_id!r}): {readable(str, error)}; nothing of this batch ran",
+                f"invalid args for {name} (call {call_id!r}): {untrusted.readable(str, error)}; "
+                f"nothing of this batch ran",
                 rejected=decision,
             ) from error
         if value is None:  # the common case, and the cheapest to tell
@@ -440,14 +445,14 @@ class _Run:
         if inspect.isawaitable(value):
             if inspect.iscoroutine(value):
                 value.close()
-            problem = f"the validate of tool {name!r} returned an awaitable; it must be a plain function"
-            raise self.fail(ConfigError, problem)
+            problem = f"the validate of tool {name!r} returned an awaitable"
+            raise self.fail(ConfigError, f"{problem}; it must be a plain function")
         return value
 
     # -- a refused batch, returned to the model (notebook 11) ---------------------------------
 
     def return_refusal(self, calls: list[Any], refusal: AgentError, spent: dict[str, Any]) -> None:
-        """Give a refused batch back to the model, if `max_refusals` allows; otherwise raise the refusal.
+        """Give a refused batch back to the model, if `max_refusals` allows; otherwise raise it.
 
         The history gets the batch as proposed, then exactly one tool message
         per call: the refused call's says what was wrong, in the words of its
@@ -461,10 +466,11 @@ class _Run:
         """
         if self.usage.refusals >= self.max_refusals:
             if self.max_refusals:
-                spent = "1 refused batch was" if self.max_refusals == 1 else f"{self.max_refusals} refused batches were"
+                n = self.max_refusals
+                spent = "1 refused batch was" if n == 1 else f"{n} refused batches were"
                 refusal.args = (
-                    f"{refusal.message}. The refusal budget is spent: {spent} already returned to the model "
-                    f"(max_refusals={self.max_refusals})",
+                    f"{refusal.message}. The refusal budget is spent: {spent} already "
+                    f"returned to the model (max_refusals={self.max_refusals})",
                 )
             raise refusal
         self.usage.refusals += 1
@@ -476,7 +482,8 @@ class _Run:
             self.seen_ids[call_id] = self.usage.turns
             name = call.get("name") if isinstance(call, dict) else None
             args = call.get("args") if isinstance(call, dict) else None
-            name, args = (name if isinstance(name, str) else ""), (args if isinstance(args, dict) else {})
+            name = name if isinstance(name, str) else ""
+            args = args if isinstance(args, dict) else {}
             recorded.append({"id": call_id, "name": name, "args": args})
         self.append({"role": "assistant", "calls": recorded, **spent})
         refused_id = recorded[self.checking - 1]["id"]
@@ -484,11 +491,12 @@ class _Run:
             if number == self.checking:
                 content = {"refused": refusal.message}
             else:
-                content = {"not_run": f"call {refused_id!r} of this batch was refused; nothing of this batch ran"}
+                why = f"call {refused_id!r} of this batch was refused; nothing of this batch ran"
+                content = {"not_run": why}
             self.append({"role": "tool", "call_id": call["id"], "content": compact_json(content)})
 
     def loop_made_id(self, number: int) -> str:
-        """An id for a refused call whose own id cannot carry its result; never one the run has used.
+        """An id for a refused call whose own id cannot carry its result; never one used before.
 
         Letters, digits and dashes only, the ids every provider accepts.
         """
@@ -509,7 +517,8 @@ class _Run:
         except BaseException as error:
             if passes_through(error):
                 raise
-            raise self.fail(ToolError, f"tool {call.name} raised {describe(error)} (call {call.id!r})") from error
+            problem = f"tool {call.name} raised {untrusted.describe(error)} (call {call.id!r})"
+            raise self.fail(ToolError, problem) from error
         try:
             return compact_json(result)
         except NotJSONError as error:
@@ -546,14 +555,16 @@ class _Run:
         task.add_done_callback(lambda _: wake("done"))
         #    b) the deadline: the event loop calls `wake` at that time, whatever the task is doing;
         timer = self.loop.call_at(self.deadline, wake, "deadline")
+
         #    c) the outside signal, which may be aborted from another thread: `wake` must then be
         #       handed to the event loop's own thread (call_soon_threadsafe), never called there.
-        #       `first=True`: the run hears the abort before the listeners the model and tools added.
-        forget_signal = (
-            self.outside.add_callback(lambda _: call_soon_threadsafe(self.loop, wake, "abort"), first=True)
-            if self.outside is not None
-            else lambda: None
-        )
+        #       `first=True`: the run hears it before the listeners the model and tools added.
+        def on_abort(_: BaseException) -> None:
+            call_soon_threadsafe(self.loop, wake, "abort")
+
+        forget_signal = lambda: None  # noqa: E731
+        if self.outside is not None:
+            forget_signal = self.outside.add_callback(on_abort, first=True)
         # 3. Wait for the first event; then take the other two down, whichever won.
         try:
             why = await woken
@@ -568,7 +579,8 @@ class _Run:
         if task.done():
             return task.result()
         # 5. The deadline or the abort won. Tell the model and tools to stop (abort their signal).
-        error = self.deadline_error() if why == "deadline" else self.aborted(self.outside.reason)  # type: ignore[union-attr]
+        reason = self.outside.reason if self.outside is not None else None
+        error = self.deadline_error() if why == "deadline" else self.aborted(reason)
         self.stop_callees(error)
         # 6. A write in flight gets its grace to commit or roll back (loop_writes.py).
         if self.writes.in_flight is not None:
@@ -610,7 +622,8 @@ class _Run:
             history=[copy_message(m) for m in self.history],
             usage=self.usage_now(),
             limits=self.limits,
-            rejected=rejected if rejected is self.proposal else safe_copy(rejected),  # ours: no second copy
+            # the loop's own copy as it is; anything else copied, or glimpsed if it is not JSON
+            rejected=rejected if rejected is self.proposal else untrusted.safe_copy(rejected),
             **details,
         )
 
@@ -627,9 +640,10 @@ class _Run:
     def deadline_error(self) -> AgentError:
         return self.fail(
             DeadlineError,
-            f"deadline exceeded: the run took longer than timeout_ms={number_text(self.timeout_ms)} "
-            f"(turn {self.usage.turns}, {plural(self.usage.calls, 'tool call')} done); raise timeout_ms, "
-            f"or use a faster model or tools",
+            f"deadline exceeded: the run took longer than "
+            f"timeout_ms={number_text(self.timeout_ms)} "
+            f"(turn {self.usage.turns}, {plural(self.usage.calls, 'tool call')} done); "
+            f"raise timeout_ms, or use a faster model or tools",
             value=self.timeout_ms,
         )
 
@@ -637,14 +651,15 @@ class _Run:
         return self.fail(
             TokenBudgetError,
             f"token budget exhausted: the model has used {self.usage.tokens} tokens and "
-            f"max_tokens={self.limits.max_tokens}; raise max_tokens, or keep the history and answers shorter",
+            f"max_tokens={self.limits.max_tokens}; raise max_tokens, "
+            f"or keep the history and answers shorter",
             value=self.limits.max_tokens,
             **details,
         )
 
     def aborted(self, reason: Any) -> BaseException:
         """The outside signal's reason is raised as it is; an AgentError gets the history."""
-        if not isinstance(reason, BaseException):  # a signal (a subclass) that says aborted, but not why
+        if not isinstance(reason, BaseException):  # a signal subclass that says aborted, not why
             reason = self.fail(AbortError, "aborted: the signal reports aborted, with no reason")
         return self.attach(reason) if isinstance(reason, AgentError) else reason
 

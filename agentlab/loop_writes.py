@@ -24,7 +24,7 @@ from agentlab.callees import Callee, abandon, passes_through
 from agentlab.errors import ApprovalError, DeadlineError, ToolError, WriteBudgetError, number_text, plural
 from agentlab.jsonc import compact_json, copy_json
 from agentlab.tools import Approval, ToolCall
-from agentlab.untrusted import describe, describe_value
+from agentlab.untrusted import describe, show
 
 
 class WritePath:
@@ -104,7 +104,7 @@ class WritePath:
                 return Approval(allowed, str.__str__(reason))
         raise self.run.fail(
             ApprovalError,
-            f"approval failed: the approve policy answered {describe_value(answer)} for {call.name} "
+            f"approval failed: the approve policy answered {show(answer)} for {call.name} "
             f"(call {call.id!r}); it must answer True, False or Approval(allowed, reason) with allowed a "
             f"bool and reason a string. Nothing was written",
         )

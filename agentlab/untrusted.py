@@ -37,12 +37,12 @@ def describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-def describe_value(value: Any) -> str:
+def show(value: Any) -> str:
     """A value as a short glimpse and its type: bounded, and runs none of the value's code."""
     return f"{glimpse(value, 77)} ({type(value).__name__})"
 
 
-def key_names(mapping: Any) -> list[str]:
+def keys(mapping: Any) -> list[str]:
     """The keys of a dict the loop refuses, sorted, for its error message."""
     try:
         return sorted(repr(key) if not isinstance(key, str) else key for key in mapping)
@@ -64,7 +64,7 @@ def whole_number(name: str, value: Any) -> int:
     """A limit as a plain int (an int subclass is read with int's own method: it cannot lie)."""
     plain = int.__int__(value) if isinstance(value, int) and not isinstance(value, bool) else -1
     if plain < 0:
-        raise ConfigError(f"{name} must be a whole number >= 0, got {describe_value(value)}")
+        raise ConfigError(f"{name} must be a whole number >= 0, got {show(value)}")
     return plain
 
 
@@ -77,7 +77,7 @@ def milliseconds(name: str, value: Any) -> float:
     elif isinstance(value, float):
         plain = float.__float__(value)
     if not (math.isfinite(plain) and plain >= 0):
-        raise ConfigError(f"{name} must be a finite number of milliseconds >= 0, got {describe_value(value)}")
+        raise ConfigError(f"{name} must be a finite number of milliseconds >= 0, got {show(value)}")
     return plain
 
 
@@ -117,13 +117,13 @@ def first_calls(decision: Any, count: int) -> Any:
 
 __all__ = [
     "describe",
-    "describe_value",
     "first_calls",
-    "key_names",
+    "keys",
     "milliseconds",
     "proposed_calls",
     "readable",
     "safe_copy",
+    "show",
     "token_counts",
     "whole_number",
 ]
