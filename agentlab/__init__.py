@@ -4,9 +4,15 @@ The model proposes; the application verifies and executes. `agent_loop` is
 that application: it checks every proposal whole before anything runs, and
 holds every limit (turns, tool calls, time, context) itself.
 
-Only the standard library is imported here. The optional parts (the
-`widgets` playground, the `store` and its `approval` desk, the `check`er) import their own
-dependencies when you import them.
+Only the standard library is imported here, and only the core: the files at
+the top of this folder, starting with `loop.py`. The folders are optional
+parts, each imported only when you import it:
+
+    lab/        the notebook face: playgrounds, traces, scripted models, example tools
+    writes/     a real store and an approval desk (notebook 09 on)
+    models/     adapters for real models (OpenAI, Anthropic, local servers; notebook 10)
+    classroom/  the checker, grading and the learners' workbooks (teachers)
+    testing/    the adversarial test library (developers)
 """
 
 import sys
@@ -44,9 +50,19 @@ from agentlab.jsonc import compact_json
 from agentlab.loop import AgentResult, Messages, Usage, agent_loop
 from agentlab.sync import agent_loop_sync
 from agentlab.tools import Approval, Tool, ToolCall, parse_lookup_args
-from agentlab.trace import render_text  # print(render_text(result)) in a script: the trace, not the dataclass
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    """`agentlab.render_text`, imported when first used: the trace lives in agentlab/lab/, which the core
+    never imports on its own (print(render_text(result)) in a script shows the trace, not the dataclass)."""
+    if name == "render_text":
+        from agentlab.lab.trace import render_text
+
+        return render_text
+    raise AttributeError(f"module 'agentlab' has no attribute {name!r}")
+
 
 __all__ = [
     "AbortController",

@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from agentlab.adapters import from_decider
 from agentlab.behaviours import EXTRA_STEPS, STEPS
 from agentlab.errors import AgentError
-from agentlab.examples import BOUNDARY_CASES, WEATHER_GOAL, WeatherDemo, weather_tools
-from agentlab.fakes import Slow
+from agentlab.lab.examples import BOUNDARY_CASES, WEATHER_GOAL, WeatherDemo, weather_tools
+from agentlab.lab.fakes import Slow
+from agentlab.lab.trace import render_text
 from agentlab.sync import agent_loop_sync
-from agentlab.trace import render_text
 
 
 def _demo(options: argparse.Namespace) -> int:
@@ -111,7 +111,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _check(options: argparse.Namespace) -> int:
-    from agentlab.check import main as check_main
+    from agentlab.classroom.check import main as check_main
 
     return check_main(options.target, options.step, options.json, options.bound_s, options.seed)
 
@@ -119,8 +119,8 @@ def _check(options: argparse.Namespace) -> int:
 def _grade(options: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from agentlab.check import BOUND_S
-    from agentlab.grading import grade_class
+    from agentlab.classroom.check import BOUND_S
+    from agentlab.classroom.grading import grade_class
 
     folder = Path(options.folder)
     if not folder.is_dir():
@@ -141,7 +141,7 @@ def _grade(options: argparse.Namespace) -> int:
 
 
 def _student(options: argparse.Namespace) -> int:
-    from agentlab import student
+    from agentlab.classroom import student
 
     try:
         if options.check:

@@ -42,7 +42,7 @@ class AgentError(Exception):
         return str(self.args[0]) if self.args else ""
 
     def _repr_html_(self) -> str:
-        from agentlab.trace import render_html
+        from agentlab.lab.trace import render_html
 
         return render_html(self)
 

@@ -75,7 +75,7 @@ class AgentResult:
 
     def _repr_html_(self) -> str:
         """The trace, when a notebook shows the result (the renderer is imported only then)."""
-        from agentlab.trace import render_html
+        from agentlab.lab.trace import render_html
 
         return render_html(self)
 

@@ -4,7 +4,7 @@
     python benchmarks/checker_stability.py --step writes   # workbook 6's rows: agentlab's loop and the answer
 
 The right loops are tests/fixtures/loops/right/*.py, the workbook answer (teachers/source/workbooks/05_limits.ipynb) and
-agentlab's own loop. Each run checks each of them against every row, as `agentlab.check` does, while `--hogs`
+agentlab's own loop. Each run checks each of them against every row, as `agentlab.classroom.check` does, while `--hogs`
 processes spin on the CPU. A right loop must pass every row every time: prints the flips (must be 0) and the rows
 that flipped.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agentlab import agent_loop
-from agentlab.check import check
+from agentlab.classroom.check import check
 
 ROOT = Path(__file__).resolve().parent.parent
 

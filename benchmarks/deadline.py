@@ -23,7 +23,7 @@ import time
 from bench import percentile
 
 from agentlab import AbortController, DeadlineError, Tool, agent_loop
-from agentlab.fakes import Blocks, NeverAnswers, Scripted, call, calls
+from agentlab.lab.fakes import Blocks, NeverAnswers, Scripted, call, calls
 
 RAW = "raw asyncio (no agent loop)"
 

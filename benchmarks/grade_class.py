@@ -19,7 +19,7 @@ import time
 from itertools import cycle, islice
 from pathlib import Path
 
-from agentlab.grading import grade_class
+from agentlab.classroom.grading import grade_class
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 BROKEN = {

@@ -2,7 +2,7 @@
 
     python benchmarks/soak.py [--examples 100000] [--jobs 2] [--seed 6]
 
-Each example is a random `Scenario` from `agentlab.adversaries` (a hostile
+Each example is a random `Scenario` from `agentlab.testing.adversaries` (a hostile
 model, hostile tools, random limits, maybe an abort or a cancellation), played
 on a fresh event loop and checked against every invariant of issue 6. Prints
 the examples run, the outcomes by type, the invariant violations (must be 0,
@@ -31,7 +31,7 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from agentlab.adversaries import MARGIN_MS, STALL_S, STALLS, run_scenario, scenarios
+from agentlab.testing.adversaries import MARGIN_MS, STALL_S, STALLS, run_scenario, scenarios
 
 SHOWN_VIOLATIONS = 5
 # Shorter than the test suite's (0-30 ms, and 200 ms now and then), so that 100,000 examples fit in an hour.

@@ -22,7 +22,7 @@ import anthropic
 import openai
 
 from agentlab import DeadlineError, agent_loop
-from agentlab.examples import lookup_tools
+from agentlab.lab.examples import lookup_tools
 from agentlab.models import anthropic_messages, openai_chat, openai_responses
 from agentlab.models.loopback import LoopbackServer, Reply, anthropic_reply, chat_reply, responses_reply
 

@@ -2,7 +2,7 @@
 
     python benchmarks/stress.py [--loops 1000] [--rounds 3] [--seed 6] [--async-only]
 
-Each loop plays a random `Scenario` from `agentlab.adversaries` (a hostile
+Each loop plays a random `Scenario` from `agentlab.testing.adversaries` (a hostile
 model and tools, random limits, maybe an abort or a cancellation) with a
 timeout of 100-1000 ms, leaving out the values that are only heavy (a 5,000
 level list, 200 kB strings: see `adversaries.HEAVY`; the soak has those).
@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from soak import percentiles  # benchmarks/ is the script's folder, so its first import path
 
-from agentlab.adversaries import Report, Scenario, install, is_light, leaked_threads, play, scenarios
+from agentlab.testing.adversaries import Report, Scenario, install, is_light, leaked_threads, play, scenarios
 
 
 def all_async(scenario: Scenario) -> bool:

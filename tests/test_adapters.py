@@ -14,7 +14,7 @@ from agentlab import (
     from_decider,
 )
 from agentlab.adapters import observations_from
-from agentlab.examples import BOUNDARY_CASES, WEATHER_GOAL, ScriptedDecider, WeatherDemo, weather_tools
+from agentlab.lab.examples import BOUNDARY_CASES, WEATHER_GOAL, ScriptedDecider, WeatherDemo, weather_tools
 
 
 async def test_the_tutorials_demo_prints_pune_rain_18() -> None:

@@ -15,7 +15,7 @@ import pytest
 from agentlab import agent_loop
 from agentlab.__main__ import main
 from agentlab.behaviours import ALL, EXTRA_STEPS, STEPS, select
-from agentlab.check import HINTS, Report, check, render_html
+from agentlab.classroom.check import HINTS, Report, check, render_html
 from agentlab.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agentlab.behaviours import get
-from agentlab.check import BOUND_S, _run_behaviour, check
+from agentlab.classroom.check import BOUND_S, _run_behaviour, check
 
 LOOPS = Path(__file__).resolve().parent / "fixtures" / "loops"
 WRONG = sorted((LOOPS / "wrong").glob("*.py"))

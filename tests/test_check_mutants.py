@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlab.check import check
+from agentlab.classroom.check import check
 
 WORKBOOK = Path(__file__).resolve().parent.parent / "teachers" / "source" / "workbooks" / "05_limits.ipynb"
 

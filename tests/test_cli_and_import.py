@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from agentlab.__main__ import main
-from agentlab.examples import BOUNDARY_CASES
+from agentlab.lab.examples import BOUNDARY_CASES
 
 
 def test_demo_prints_the_trace_which_gives_the_answer_once_up_top(capsys) -> None:
@@ -48,7 +48,7 @@ def test_demo_help_says_what_each_case_does(capsys) -> None:
 def test_import_agentlab_uses_only_the_standard_library() -> None:
     code = (
         "import sys; before = set(sys.modules)\n"
-        "import agentlab, agentlab.behaviours, agentlab.trace, agentlab.fakes, agentlab.scenarios\n"
+        "import agentlab, agentlab.behaviours, agentlab.lab.trace, agentlab.lab.fakes, agentlab.lab.scenarios\n"
         "new = {m.split('.')[0] for m in set(sys.modules) - before}\n"
         "print(sorted(n for n in new if n not in sys.stdlib_module_names and n != 'agentlab'))"
     )

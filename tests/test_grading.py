@@ -14,7 +14,7 @@ import pytest
 
 from agentlab.__main__ import main
 from agentlab.behaviours import Names, select
-from agentlab.grading import Limits, grade, grade_class
+from agentlab.classroom.grading import Limits, grade, grade_class
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 RIGHT = FIXTURES / "loops" / "right" / "classes__own_errors.py"

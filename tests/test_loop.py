@@ -34,8 +34,8 @@ from agentlab import (
     agent_loop_sync,
     parse_lookup_args,
 )
-from agentlab.examples import lookup_tools
-from agentlab.fakes import Blocks, KeepsCalling, NeverAnswers, Scripted, call, calls, final
+from agentlab.lab.examples import lookup_tools
+from agentlab.lab.fakes import Blocks, KeepsCalling, NeverAnswers, Scripted, call, calls, final
 from agentlab.loop import CANCEL_GRACE_MS, context_size
 
 LOOKUP_A = call("lookup", {"id": "A"}, "c1")
@@ -542,7 +542,7 @@ def test_an_abandoned_blocking_model_does_not_hold_interpreter_exit() -> None:
 
     script = (
         "from agentlab import agent_loop_sync, DeadlineError\n"
-        "from agentlab.fakes import Blocks\n"
+        "from agentlab.lab.fakes import Blocks\n"
         "try:\n"
         "    agent_loop_sync('q', Blocks(60), {}, timeout_ms=20)\n"
         "except DeadlineError:\n"

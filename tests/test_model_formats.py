@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentlab import ConfigError, DeadlineError, ModelOutputError, Tool, agent_loop
-from agentlab.examples import LOOKUP_PARAMETERS, lookup_tools, weather_tools
-from agentlab.fakes import NeverAnswers, Scripted, call, calls, final
+from agentlab.lab.examples import LOOKUP_PARAMETERS, lookup_tools, weather_tools
+from agentlab.lab.fakes import NeverAnswers, Scripted, call, calls, final
 from agentlab.models import anthropic_format, chat_format, responses_format
 from agentlab.models.transcript import ABANDONED
 from agentlab.schema import validator

@@ -21,7 +21,7 @@ from agentlab import (
     UnknownToolError,
     agent_loop,
 )
-from agentlab.examples import lookup_tools
+from agentlab.lab.examples import lookup_tools
 from agentlab.models import anthropic_messages, openai_chat, openai_responses
 from agentlab.models.loopback import LoopbackServer, Reply, anthropic_reply, chat_reply, responses_reply
 from agentlab.models.settings import model_from_env, settings_from_env

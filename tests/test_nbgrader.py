@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlab import student
+from agentlab.classroom import student
 
 pytestmark = pytest.mark.nbgrader
 WORKBOOK = "05_limits.ipynb"

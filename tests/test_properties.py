@@ -1,6 +1,6 @@
 """The loop holds whatever the model and the tools do: property tests against adversaries.
 
-Each example is a `Scenario` from `agentlab.adversaries`: random limits (zeros
+Each example is a `Scenario` from `agentlab.testing.adversaries`: random limits (zeros
 and exact boundaries included), a model that answers with any decision, valid
 or malformed, at once, late or never, that raises anything or scribbles on
 what it was given, hostile tools, and maybe an abort from outside. Every
@@ -18,7 +18,7 @@ import os
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentlab.adversaries import Scenario, run_scenarios, scenarios
+from agentlab.testing.adversaries import Scenario, run_scenarios, scenarios
 
 # How many examples each test runs is scaled by AGENTLAB_PROPERTY_SCALE (1 = the CI default).
 SCALE = float(os.environ.get("AGENTLAB_PROPERTY_SCALE", "1"))

@@ -27,8 +27,8 @@ from agentlab import (
     agent_loop_sync,
     parse_lookup_args,
 )
-from agentlab.fakes import Scripted, call, calls, final
-from agentlab.trace import render_text, steps
+from agentlab.lab.fakes import Scripted, call, calls, final
+from agentlab.lab.trace import render_text, steps
 
 
 def lookup_tools(ran: list | None = None) -> dict[str, Tool]:

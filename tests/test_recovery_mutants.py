@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlab.check import check
+from agentlab.classroom.check import check
 
 LOOP = Path(__file__).resolve().parent.parent / "agentlab" / "loop.py"
 BOUND_S = 2.5

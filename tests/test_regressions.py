@@ -21,9 +21,9 @@ from agentlab import (
     ToolError,
     agent_loop,
 )
-from agentlab.adversaries import BadRepr, BadStrError, HostileKey
-from agentlab.fakes import Scripted, call, calls, final
 from agentlab.jsonc import NotJSONError, compact_json, copy_json
+from agentlab.lab.fakes import Scripted, call, calls, final
+from agentlab.testing.adversaries import BadRepr, BadStrError, HostileKey
 
 
 def accept_all() -> dict[str, Tool]:

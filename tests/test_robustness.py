@@ -37,7 +37,7 @@ from agentlab import (
 )
 from agentlab.callees import MAX_STUCK, stuck
 from agentlab.errors import StuckCalleeError
-from agentlab.fakes import Scripted, call, calls, final
+from agentlab.lab.fakes import Scripted, call, calls, final
 
 
 def never_answers():
@@ -324,7 +324,7 @@ async def test_a_tool_error_after_the_stop_is_reported_as_a_tool_error() -> None
 INTERRUPTED = """
 import asyncio, os, signal, sys, threading, time
 from agentlab import agent_loop_sync
-from agentlab.fakes import NeverAnswers
+from agentlab.lab.fakes import NeverAnswers
 
 def run():
     agent_loop_sync("q", NeverAnswers(), {}, timeout_ms=20_000)
@@ -359,7 +359,7 @@ def test_interrupting_a_jupyter_kernel_aborts_agent_loop_sync() -> None:
         code = (
             "import time\n"
             "from agentlab import agent_loop_sync\n"
-            "from agentlab.fakes import NeverAnswers\n"
+            "from agentlab.lab.fakes import NeverAnswers\n"
             "started = time.monotonic()\n"
             "try:\n"
             "    agent_loop_sync('q', NeverAnswers(), {}, timeout_ms=20_000)\n"

@@ -22,8 +22,8 @@ from agentlab import (
     TurnBudgetError,
     UnknownToolError,
 )
-from agentlab.scenarios import DEFAULT_LIMITS, LIMIT_NAMES, SCENARIOS, Knob, Scenario, get_scenario, run_scenario
-from agentlab.trace import render_text
+from agentlab.lab.scenarios import DEFAULT_LIMITS, LIMIT_NAMES, SCENARIOS, Knob, Scenario, get_scenario, run_scenario
+from agentlab.lab.trace import render_text
 
 # What each scenario's defaults do: an answer (its text) or the error that shows the notebook's rule.
 FIRST_RUNS = {

@@ -26,10 +26,10 @@ from agentlab import (
     WriteBudgetError,
     agent_loop,
 )
-from agentlab.approval import EXPIRED, ApprovalDesk
-from agentlab.fakes import Scripted, call, calls, final
-from agentlab.store import SAMPLE_BOOKS, Store, StoreError, WriteRolledBack
-from agentlab.trace import render_text
+from agentlab.lab.fakes import Scripted, call, calls, final
+from agentlab.lab.trace import render_text
+from agentlab.writes.approval import EXPIRED, ApprovalDesk
+from agentlab.writes.store import SAMPLE_BOOKS, Store, StoreError, WriteRolledBack
 
 RESERVE = call("reserve", {"book": "A", "customer": "ada", "quantity": 2}, "w1")
 CANCEL = call("cancel", {"reservation": 1}, "w2")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from agentlab import ConfigError, ToolError, agent_loop, from_decider
-from agentlab.examples import ScriptedDecider
+from agentlab.lab.examples import ScriptedDecider
 from agentlab.schema import validator
-from agentlab.store import Store
+from agentlab.writes.store import Store
 
 
 def reserve(book: str, customer: str) -> ScriptedDecider:

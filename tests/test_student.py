@@ -18,10 +18,10 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from agentlab import student
 from agentlab.__main__ import main
 from agentlab.behaviours import STEPS, select
-from agentlab.student import stale
+from agentlab.classroom import student
+from agentlab.classroom.student import stale
 
 _MARKER = re.compile(r"^\s*#+\s*(BEGIN|END) SOLUTION\s*$", re.MULTILINE)
 

@@ -9,11 +9,11 @@ import re
 import pytest
 
 from agentlab import AbortController, AgentError, AgentResult, Tool, agent_loop
-from agentlab.examples import lookup_tools
-from agentlab.fakes import KeepsCalling, NeverAnswers, Scripted, call, calls, final
+from agentlab.lab.examples import lookup_tools
+from agentlab.lab.fakes import KeepsCalling, NeverAnswers, Scripted, call, calls, final
+from agentlab.lab.scenarios import run_scenario
+from agentlab.lab.trace import Step, gauges, render_html, render_text, steps
 from agentlab.loop import context_size
-from agentlab.scenarios import run_scenario
-from agentlab.trace import Step, gauges, render_html, render_text, steps
 
 
 async def outcome_of(run) -> AgentResult | BaseException:

@@ -21,9 +21,9 @@ from agentlab import (
     ToolBudgetError,
     TurnBudgetError,
 )
-from agentlab.fakes import final
-from agentlab.scenarios import Knob, Scenario, get_scenario
-from agentlab.widgets import REPLACED, RUNNING_AFTER_S, STOPPED, Playground, playground, render_view
+from agentlab.lab.fakes import final
+from agentlab.lab.scenarios import Knob, Scenario, get_scenario
+from agentlab.lab.widgets import REPLACED, RUNNING_AFTER_S, STOPPED, Playground, playground, render_view
 
 
 def waiting(signals: list) -> Scenario:

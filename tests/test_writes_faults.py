@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 
 import agentlab.loop as loop_module
-import agentlab.store as store_module
+import agentlab.writes.store as store_module
 from agentlab import DeadlineError, ToolError, agent_loop, agent_loop_sync
-from agentlab.fakes import Scripted, call, calls, final
-from agentlab.store import Store
-from agentlab.trace import render_text
+from agentlab.lab.fakes import Scripted, call, calls, final
+from agentlab.lab.trace import render_text
+from agentlab.writes.store import Store
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL and fork-free child processes: POSIX only")
 

@@ -25,7 +25,7 @@ from agentlab import (
     agent_loop,
     parse_lookup_args,
 )
-from agentlab.fakes import Scripted, call, calls, final
+from agentlab.lab.fakes import Scripted, call, calls, final
 
 
 class RolledBack(RuntimeError):

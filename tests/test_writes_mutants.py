@@ -15,7 +15,7 @@ import pytest
 
 from agentlab import agent_loop
 from agentlab.behaviours import select
-from agentlab.check import check
+from agentlab.classroom.check import check
 
 WORKBOOK = Path(__file__).resolve().parent.parent / "teachers" / "source" / "workbooks" / "06_writes.ipynb"
 BOUND_S = 1.5

@@ -4,7 +4,7 @@ A move is done with the real controls: a slider's handle by keyboard, a
 number typed into a slider's readout, an option picked from a drop-down, the
 Stop button clicked. What the view must show afterwards is not written down
 here: the same scenario is run in this process with the same settings, and
-`agentlab.widgets.render_view` gives the expected status line and trace (the
+`agentlab.lab.widgets.render_view` gives the expected status line and trace (the
 scenarios are deterministic). The tests add what each limit should produce
 (which error, which gauge tripped) on top, so a view that merely agrees with
 a broken renderer still fails.
@@ -21,8 +21,8 @@ from typing import Any
 
 from lab_harness import HarnessError, wait_for
 
-from agentlab.scenarios import Scenario, get_scenario, run_scenario
-from agentlab.widgets import render_view
+from agentlab.lab.scenarios import Scenario, get_scenario, run_scenario
+from agentlab.lab.widgets import render_view
 
 SETTLE_S = 30
 

@@ -24,7 +24,7 @@ import pytest
 from lab_harness import NOTEBOOKS, Chromium, LabServer, NotebookPage, notebook_page, wait_for
 from playground_view import PlaygroundView
 
-from agentlab.scenarios import SCENARIOS
+from agentlab.lab.scenarios import SCENARIOS
 
 
 def discover_notebooks() -> list[Path]:

@@ -4,7 +4,7 @@
     python -m agentlab check alice/solution.py   # uses grade()
     python -m agentlab grade submissions/        # a whole class, in parallel: a CSV and a feedback file each
 
-`agentlab.check.check` runs a student's code in the notebook's own process,
+`agentlab.classroom.check.check` runs a student's code in the notebook's own process,
 which is right for a learner's feedback and wrong for a grade: code that runs
 in the checker's process can rewrite the checker. Here the submission is loaded
 and the behaviours run in a child interpreter (`python -I`), with limits on its
@@ -46,10 +46,10 @@ from pathlib import Path
 from typing import Any
 
 from agentlab.behaviours import EXTRA_STEPS, STEPS, select
-from agentlab.check import BOUND_S, LOAD_BOUND_S, Report, Row, render_text, unloadable
+from agentlab.classroom.check import BOUND_S, LOAD_BOUND_S, Report, Row, render_text, unloadable
 from agentlab.errors import AgentError
 
-ROOT = Path(__file__).resolve().parent.parent  # the folder that holds the agentlab package
+ROOT = Path(__file__).resolve().parents[2]  # the folder that holds the agentlab package
 
 
 @dataclass(frozen=True)
@@ -176,7 +176,9 @@ def _run_child(
     status = _Status()
     with tempfile.TemporaryDirectory(prefix="agentlab-grade-") as cwd:
         out_path = Path(cwd) / ".agentlab-output"
-        bootstrap = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from agentlab.grading import child; child()"
+        bootstrap = (
+            f"import sys; sys.path.insert(0, {str(ROOT)!r}); from agentlab.classroom.grading import child; child()"
+        )
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": cwd, "LANG": "C.UTF-8", "TMPDIR": cwd}
         with out_path.open("wb") as output:
             process = subprocess.Popen(
@@ -403,7 +405,7 @@ def _limit(limits: dict[str, Any]) -> None:
 
 
 def _child(job: dict[str, Any], say: Callable[..., None]) -> None:
-    import agentlab.check as checker
+    import agentlab.classroom.check as checker
     from agentlab import behaviours as behaviours_module
 
     behaviours_module.vary(job["seed"])

@@ -4,7 +4,7 @@ The loop's whole point is that it holds whatever the model and the tools do.
 This module says what "whatever" means, as data a property test can generate
 and shrink, and checks what "holds" means after each run:
 
-    from agentlab.adversaries import scenarios, run_scenario
+    from agentlab.testing.adversaries import scenarios, run_scenario
 
     @given(scenarios())
     def test_the_loop_holds(scenario):

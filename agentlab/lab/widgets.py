@@ -1,6 +1,6 @@
 """The playground: a scenario with a control per limit, re-run live, its trace shown below.
 
-    from agentlab.widgets import playground
+    from agentlab.lab.widgets import playground
     playground("budgets")                     # a notebook cell: controls, Stop, status and trace
     pg = playground("budgets", max_calls=5)   # start from other settings
     pg.controls["max_turns"].value = 3        # what a learner's slider does
@@ -32,13 +32,13 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from agentlab import _look as look
 from agentlab.abort import AbortController
 from agentlab.errors import AbortError, ConfigError
+from agentlab.lab import _look as look
+from agentlab.lab.scenarios import LIMIT_NAMES, Scenario, get_scenario, run_scenario
+from agentlab.lab.trace import clip, render_html, render_text
 from agentlab.loop import AgentResult
-from agentlab.scenarios import LIMIT_NAMES, Scenario, get_scenario, run_scenario
 from agentlab.sync import run_on_new_loop
-from agentlab.trace import clip, render_html, render_text
 
 Outcome = AgentResult | BaseException
 
@@ -284,7 +284,7 @@ def describe_settings(scenario: Scenario, settings: Mapping[str, int]) -> str:
     return " · ".join(parts)
 
 
-# Inline styles (agentlab/_look.py says why). The HTML widget's own line height doubles the spacing of plain
+# Inline styles (agentlab/lab/_look.py says why). The HTML widget's own line height doubles the spacing of plain
 # divs; each line sets its own.
 _LINE = "margin:2px 0;line-height:1.35"
 _STATUS = {"ok": look.GREEN, "bad": look.RED, "running": look.AMBER}

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from agentlab.errors import AgentError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository: teachers/ and notebooks/
 COURSE = ROOT / "teachers"
 ASSIGNMENT = "workbooks"
 SOURCE = COURSE / "source" / ASSIGNMENT

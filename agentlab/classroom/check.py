@@ -1,6 +1,6 @@
 """The student checker: run the reference behaviours against any `agent_loop`, and say what is wrong and why.
 
-    from agentlab.check import check
+    from agentlab.classroom.check import check
     check(agent_loop)                    # every behaviour, one row each
     check(agent_loop, step="budgets")    # only the behaviours of one workbook step
 
@@ -41,9 +41,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentlab import _look as look
 from agentlab.behaviours import EXTRA_STEPS, RUN_BOUND_S, STEPS, Behaviour, BehaviourFailed, select, watch_tasks
 from agentlab.errors import AgentError, ConfigError
+from agentlab.lab import _look as look
 
 # How long one behaviour may take before the checker gives up on it. A little
 # more than the bound each behaviour puts on every run it makes, so that an
@@ -451,7 +451,7 @@ def main(
     Exit code 0 when every row passes, 1 when one fails, 2 when there is nothing to check (no such file, a
     folder, a file that cannot be read, no agent_loop in it): then one line says why.
     """
-    from agentlab.grading import GradingError, grade
+    from agentlab.classroom.grading import GradingError, grade
 
     try:
         graded = grade(target, step, bound_s=bound_s or BOUND_S, seed=seed)
@@ -1068,7 +1068,7 @@ def render_text(report: Report, width: int = 100) -> str:
     return "\n".join(lines)
 
 
-# Inline styles (agentlab/_look.py says why): the saved report looks the same in a notebook JupyterLab does not trust.
+# Inline styles (agentlab/lab/_look.py says why): the saved report looks the same in an untrusted notebook.
 # Laid out for reading: a line per behaviour, and under a failure its expected / what happened / hint as labelled
 # lines across the whole width; code in `backticks` set as code; a hint said once, then referred to.
 _CELL = f"padding:5px 8px;vertical-align:top;text-align:left;border:none;border-top:1px solid {look.LINE}"

@@ -36,20 +36,20 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentlab import _look as look
 from agentlab.abort import AbortSignal
 from agentlab.callees import in_worker_thread
 from agentlab.errors import ConfigError
+from agentlab.lab import _look as look
+from agentlab.lab.trace import render_html
 from agentlab.loop import AgentResult
-from agentlab.store import Change, RowChange, Store
 from agentlab.sync import agent_loop_sync
 from agentlab.tools import Approval, ToolCall
-from agentlab.trace import render_html
+from agentlab.writes.store import Change, RowChange, Store
 
 WAITING = "… waiting for Approve or Deny"  # no emoji: a machine without an emoji font shows a box
 EXPIRED = "no answer: the run stopped before anyone answered"
 
-# Inline styles (agentlab/_look.py says why): a saved desk looks the same in a notebook JupyterLab does not trust.
+# Inline styles (agentlab/lab/_look.py says why): a saved desk looks the same in a notebook JupyterLab does not trust.
 # A changed cell is marked by a translucent amber under the theme's own text colour, so it reads in both themes.
 _DESK = look.attr(f"{look.SANS};max-width:62em;line-height:1.35")
 _TITLE_CSS = look.attr(f"{look.MUTED};margin-bottom:4px")

@@ -17,8 +17,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from agentlab import _look as look
 from agentlab.errors import BudgetError, DeadlineError, OutputBudgetError, ToolBudgetError
+from agentlab.lab import _look as look
 
 CLIP = 160
 
@@ -185,7 +185,7 @@ def gauges(run: Any) -> list[Gauge]:
 def write_outcome(content: str) -> str:
     """A label for a write's result that is not a plain success: denied, rolled back or unknown ("" otherwise).
 
-    These are the loop's own records (loop.py, `run_write` and `race`), so a reader sees at once that nothing
+    These are the loop's own records (loop_writes.py, `run_write` and `settle`), so a reader sees at once that nothing
     was applied, or that only the store can tell.
     """
     value = _record(content)
@@ -289,7 +289,7 @@ def _proposal(step: Step) -> str:
 
 # -- HTML ------------------------------------------------------------------------
 
-# Inline styles (agentlab/_look.py says why): a saved trace looks the same in a notebook JupyterLab does not trust.
+# Inline styles (agentlab/lab/_look.py says why): a saved trace looks the same in a notebook JupyterLab does not trust.
 _ID = look.attr(look.MUTED)
 _NAME = look.attr("font-weight:bold")
 _MARK = look.attr(f"color:{look.RED};font-weight:bold")

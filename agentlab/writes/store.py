@@ -186,7 +186,7 @@ class Change:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        from agentlab.approval import change_html
+        from agentlab.writes.approval import change_html
 
         return change_html(self)
 

@@ -2,7 +2,7 @@
 
 A scenario is an input, a way to build a fresh (model, tools) pair from a few
 integer knobs, and the limits a run starts with. `run_scenario` runs it once
-with any of those changed; the playground (`agentlab.widgets`) puts a control
+with any of those changed; the playground (`agentlab.lab.widgets`) puts a control
 on each. Every model here is a fake: fixed data, no randomness, no network, so
 the same settings always give the same trace.
 
@@ -23,8 +23,8 @@ from typing import Any
 from agentlab.abort import AbortSignal
 from agentlab.adapters import from_decider
 from agentlab.errors import ConfigError
-from agentlab.examples import BOUNDARY_CASES, CATALOGUE, WEATHER_GOAL, WeatherDemo, lookup_tools, weather_tools
-from agentlab.fakes import BlocksFirst, Decision, Slow, call, calls, final
+from agentlab.lab.examples import BOUNDARY_CASES, CATALOGUE, WEATHER_GOAL, WeatherDemo, lookup_tools, weather_tools
+from agentlab.lab.fakes import BlocksFirst, Decision, Slow, call, calls, final
 from agentlab.loop import AgentResult, agent_loop
 from agentlab.tools import Tool
 

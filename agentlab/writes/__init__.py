@@ -1,0 +1,10 @@
+"""Writes for real (notebook 09 on): a store whose writes can be trusted, and a person who approves them.
+
+    store.py     a small bookshop in a real SQLite file: its write tools are idempotent,
+                 whole-or-nothing, audited, and honour the run's stop
+    approval.py  the approval desk: an Approve/Deny widget showing each write's before and after
+
+The loop's own rules for writes (an approval policy, `max_writes`, the grace
+when a run stops mid-write) are in the core: agentlab/loop_writes.py. This
+folder is optional; the core never imports it.
+"""
