@@ -30,6 +30,8 @@ SERIES = (
     "06_deadline",
     "07_limits_and_cancellation",
     "08_tutorial_weather",
+    "09a_approval",
+    "09b_write_budget",
     "11_recovery",
 )
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"

@@ -10,6 +10,7 @@ import pytest
 from agentlab import (
     AbortController,
     AgentResult,
+    ApprovalError,
     ConfigError,
     ContextBudgetError,
     DeadlineError,
@@ -19,8 +20,10 @@ from agentlab import (
     RepeatedCallError,
     ToolArgsError,
     ToolBudgetError,
+    ToolError,
     TurnBudgetError,
     UnknownToolError,
+    WriteBudgetError,
 )
 from agentlab.lab.scenarios import DEFAULT_LIMITS, LIMIT_NAMES, SCENARIOS, Knob, Scenario, get_scenario, run_scenario
 from agentlab.lab.trace import render_text
@@ -38,6 +41,10 @@ FIRST_RUNS = {
     "limits": "Summary: " + ("The model proposes; the application verifies and executes. " * 3)[:111],
     "weather": "Pune: rain, 18°C",
     "recovery": UnknownToolError,
+    "approval": "Sorry, Linus: denied (an agent may not cancel a customer's reservation).",
+    "write_budget": WriteBudgetError,
+    "at_most_once": "w1: reservation 3 (1 left on hand); w2: reservation 4 (0 left on hand)",
+    "whole_or_nothing": DeadlineError,
 }
 
 
@@ -102,6 +109,25 @@ async def test_the_first_run_is_instructive_and_deterministic(key: str) -> None:
         ("recovery", {"max_refusals": 0, "slip": 2}, ModelOutputError),
         ("recovery", {"max_refusals": 0, "slip": 3}, DuplicateCallIdError),
         ("recovery", {"max_refusals": 5, "slips": 6, "max_turns": 4}, TurnBudgetError),
+        ("approval", {"policy": 0}, ApprovalError),
+        ("approval", {"policy": 3}, "Sorry, Linus: denied (no writes today)."),
+        ("approval", {"copies": 2}, "Done, Linus: reservation 3 (1 left on hand)."),
+        (
+            "approval",
+            {"policy": 1},
+            "Done, Linus: I cancelled Alan's reservation 2 to free copies; yours is reservation 3 (1 left on hand).",
+        ),
+        ("approval", {"policy": 1, "max_writes": 2}, ConfigError),  # the budget is 09b's knob, not this one's
+        ("write_budget", {"max_writes": 6}, "6 reservations made, in 3 turns of 2"),
+        ("write_budget", {"turns": 2}, "4 reservations made, in 2 turns of 2"),
+        ("write_budget", {"writes_per_turn": 5, "turns": 1}, WriteBudgetError),
+        ("write_budget", {"max_writes": 0, "turns": 1, "writes_per_turn": 1}, WriteBudgetError),
+        ("at_most_once", {"key": 1}, "w1: reservation 3 (1 left on hand); w2: reservation 3 (1 left on hand)"),
+        ("at_most_once", {"ids": 1}, DuplicateCallIdError),
+        ("at_most_once", {"times": 1}, "w1: reservation 3 (1 left on hand)"),
+        ("whole_or_nothing", {"card_ms": 100}, "Eve: reservation 3 (2 left on hand)"),
+        ("whole_or_nothing", {"card_ms": 100, "card_service": 1}, ToolError),
+        ("whole_or_nothing", {"card_service": 2, "card_ms": 1500, "write_grace_ms": 0}, DeadlineError),
     ],
 )
 async def test_each_knob_and_limit_changes_the_outcome(key: str, settings: dict, expected: object) -> None:
@@ -111,6 +137,26 @@ async def test_each_knob_and_limit_changes_the_outcome(key: str, settings: dict,
         assert outcome.text == expected
     else:
         assert type(outcome) is expected, outcome
+
+
+async def test_a_writing_scenario_gets_a_fresh_shop_every_run() -> None:
+    """The same settings twice give the same reservations: nothing of one run's writes reaches the next."""
+    first, second = await run_scenario("at_most_once", times=3), await run_scenario("at_most_once", times=3)
+    assert render_text(first) == render_text(second)
+    assert "w3: rejected by the shop (only 0 of book D on hand; 1 asked for)" in first.text
+
+
+@pytest.mark.parametrize(
+    ("settings", "outcome"),
+    [
+        ({}, "↺ rolled back: nothing of it was applied"),  # stopped mid-write, the card service honours the stop
+        ({"card_service": 2}, "↺ rolled back: nothing of it was applied"),  # deaf, but done within the grace
+        ({"card_service": 2, "card_ms": 3000}, "? outcome unknown: still running when the run stopped"),
+    ],
+)
+async def test_a_write_stopped_by_the_deadline_says_what_became_of_it(settings: dict, outcome: str) -> None:
+    result = await run_scenario("whole_or_nothing", **settings)
+    assert isinstance(result, DeadlineError) and outcome in render_text(result)
 
 
 async def test_the_deadline_holds_against_the_blocking_model_too() -> None:

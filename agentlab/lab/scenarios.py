@@ -8,6 +8,10 @@ the same settings always give the same trace.
 
     result = await run_scenario(get_scenario("budgets"), max_calls=5)   # a ToolBudgetError, returned
 
+A scenario whose tools write (notebooks 09a-09d) builds a fresh shop (`agentlab.writes.store.Store`, SQLite in a
+temporary folder) for every run, and its build also returns the options agent_loop needs for writes, such as
+the approve policy: `(model, tools, {"approve": ...})`.
+
 The defaults of each scenario give an instructive first run, and each knob and
 limit changes the outcome in a way the trace shows.
 """
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,10 +31,14 @@ from agentlab.errors import ConfigError
 from agentlab.lab.examples import BOUNDARY_CASES, CATALOGUE, WEATHER_GOAL, WeatherDemo, lookup_tools, weather_tools
 from agentlab.lab.fakes import BlocksFirst, Decision, Slow, call, calls, final
 from agentlab.loop import AgentResult, agent_loop
-from agentlab.tools import Tool
+from agentlab.tools import Approval, Tool, ToolCall
+from agentlab.writes.store import Store
 
 Model = Callable[..., Any]
 Tools = Mapping[str, Tool]
+# What a scenario's build gives: a model and its tools, and for a scenario that writes, options of agent_loop
+# made for that run (an approve policy that must see the same fresh shop as the tools).
+Agent = tuple[Model, Tools] | tuple[Model, Tools, Mapping[str, Any]]
 
 LIMIT_NAMES = ("max_turns", "max_calls", "timeout_ms", "max_chars")
 # The loop's own defaults, read from its signature so there is one source of truth.
@@ -84,7 +93,7 @@ class Scenario:
     key: str
     title: str
     input: str
-    build: Callable[[Mapping[str, int]], tuple[Model, Tools]]
+    build: Callable[[Mapping[str, int]], Agent]
     limits: Mapping[str, float] = field(default_factory=dict)
     knobs: tuple[Knob, ...] = ()
     forbid_repeats: bool = False
@@ -136,8 +145,9 @@ async def run_scenario(scenario: Scenario | str, **overrides: Any) -> AgentResul
     try:
         chosen = get_scenario(scenario) if isinstance(scenario, str) else scenario
         limits, knobs = chosen.resolve(overrides)
-        model, tools = chosen.build(knobs)
+        model, tools, *built = chosen.build(knobs)
         options = {name: knobs[name] for name in chosen.loop_knobs}
+        options.update(*built)  # a writing scenario's approve policy
         return await agent_loop(
             chosen.input, model, tools, **limits, **options, signal=signal, forbid_repeats=chosen.forbid_repeats
         )
@@ -414,6 +424,169 @@ def _build_recovery(knobs: Mapping[str, int]) -> tuple[Model, Tools]:
     return SlipsThenRecovers(knobs["slips"], knobs["slip"]), lookup_tools()
 
 
+# -- writes (09a-09d): a fresh bookshop in SQLite for every run ---------------------------
+
+
+def _write_result(messages: Sequence[Mapping[str, Any]], call_id: str) -> dict[str, Any]:
+    """What became of a write, as the model reads it: applied, rejected by the shop, denied, rolled back."""
+    return _results(messages).get(call_id, {})
+
+
+def _reserved(result: Mapping[str, Any]) -> str:
+    """A write's result in a few words, for an answer."""
+    if "reservation" in result:
+        return f"reservation {result['reservation']} ({result['on_hand']} left on hand)"
+    if result.get("denied"):
+        return f"denied ({result['reason']})"
+    if result.get("rejected"):
+        return f"rejected by the shop ({result['reason']})"
+    return json.dumps(result, ensure_ascii=False)
+
+
+# 09a: approval. Who says yes to a write, and what the model does with a no.
+
+# Short enough to read whole in the playground's drop-down.
+POLICIES = ("none: no approve=", "yes to every write", "yes, but no cancels", "no to every write")
+_NO_CANCEL = "an agent may not cancel a customer's reservation"
+
+
+def _policy(choice: int) -> Callable[[ToolCall], Any] | None:
+    """The approve policy of POLICIES[choice]: one-parameter functions, as most policies are."""
+    if choice == 0:
+        return None
+    if choice == 1:
+        return lambda call: True
+    if choice == 2:
+        return lambda call: True if call.name == "reserve" else Approval(False, _NO_CANCEL)
+    return lambda call: Approval(False, "no writes today")
+
+
+class FreesACopy:
+    """Linus wants `copies` copies of book C (3 on hand). If the shop says there are too few, the model
+    proposes to cancel Alan's reservation 2 (2 copies of C) to free them, and then reserves again.
+
+    What it answers depends on what came back: an applied, rejected or denied write.
+    """
+
+    def __init__(self, copies: int) -> None:
+        self.copies = copies
+
+    def reserve(self, call_id: str) -> Decision:
+        return calls(call("reserve", {"book": "C", "customer": "linus", "quantity": self.copies}, call_id))
+
+    async def __call__(self, messages: Sequence[Mapping[str, Any]], signal: AbortSignal) -> Decision:
+        turn = _turn(messages)
+        if turn == 1:
+            return self.reserve("w1")
+        last = _write_result(messages, f"w{turn - 1}")
+        if turn == 2 and last.get("rejected"):
+            return calls(call("cancel", {"reservation": 2}, "w2"))  # Alan's: the overreach
+        if turn == 3 and "reservation" in last:
+            return self.reserve("w3")  # Alan's copies are free now
+        if "reservation" in last and turn == 4:
+            return final(f"Done, Linus: I cancelled Alan's reservation 2 to free copies; yours is {_reserved(last)}.")
+        if "reservation" in last:
+            return final(f"Done, Linus: {_reserved(last)}.")
+        return final(f"Sorry, Linus: {_reserved(last)}.")
+
+
+def _build_approval(knobs: Mapping[str, int]) -> Agent:
+    store = Store()
+    policy = _policy(knobs["policy"])
+    return FreesACopy(knobs["copies"]), store.tools(), {"approve": policy}
+
+
+# 09b: the write budget, and a batch's writes in call order.
+
+_SHELVES = ("A", "C", "E", "D")  # the books with copies on hand: 3, 3, 4 and 2
+
+
+class ReservesInBatches:
+    """Reserves one copy a call, `per_turn` calls a turn, for `turns` turns, then counts what it got."""
+
+    def __init__(self, per_turn: int, turns: int) -> None:
+        self.per_turn, self.turns = per_turn, turns
+
+    async def __call__(self, messages: Sequence[Mapping[str, Any]], signal: AbortSignal) -> Decision:
+        turn, done = _turn(messages), len(_asked(messages))
+        if turn > self.turns:
+            results = _results(messages).values()
+            made = sum(1 for result in results if "reservation" in result)
+            return final(f"{made} reservations made, in {turn - 1} turns of {self.per_turn}")
+        batch = []
+        for n in range(done + 1, done + 1 + self.per_turn):
+            book = _SHELVES[(n - 1) % len(_SHELVES)]
+            batch.append(call("reserve", {"book": book, "customer": f"reader{n}", "quantity": 1}, f"w{n}"))
+        return calls(*batch)
+
+
+def _build_write_budget(knobs: Mapping[str, int]) -> Agent:
+    store = Store()
+    return ReservesInBatches(knobs["writes_per_turn"], knobs["turns"]), store.tools(), {"approve": _policy(1)}
+
+
+# 09c: at most once. The same reservation asked for again: the idempotency key decides what happens.
+
+KEYS = ("call id (the default)", "order-7/reserve (the app's)")
+IDS = ("fresh each time", "the same each time")
+
+
+class AsksAgain:
+    """Alan wants one copy of D. The model asks for it `times` times, a turn each (it did not trust the
+    answer), with a fresh call id each time or the same one, then says what each attempt got back."""
+
+    def __init__(self, times: int, same_id: bool) -> None:
+        self.times, self.same_id = times, same_id
+
+    async def __call__(self, messages: Sequence[Mapping[str, Any]], signal: AbortSignal) -> Decision:
+        turn = _turn(messages)
+        if turn > self.times:
+            return final("; ".join(f"{key}: {_reserved(result)}" for key, result in _results(messages).items()))
+        call_id = "w1" if self.same_id else f"w{turn}"
+        return calls(call("reserve", {"book": "D", "customer": "alan", "quantity": 1}, call_id))
+
+
+def _build_at_most_once(knobs: Mapping[str, int]) -> Agent:
+    store = Store()
+    key = (lambda call: f"order-7/{call.name}") if knobs["key"] == 1 else None
+    return AsksAgain(knobs["times"], knobs["ids"] == 1), store.tools(key=key), {"approve": _policy(1)}
+
+
+# 09d: whole or nothing. The shop takes a deposit inside the write's transaction, just before its commit.
+
+CARD_SERVICE = ("takes the deposit", "declines (raises)", "ignores the stop")
+
+
+def _card_service(fault: int, card_ms: int) -> Callable[[ToolCall, AbortSignal], None]:
+    """The store's before_commit: a card service that takes `card_ms`, then succeeds or raises."""
+
+    def take_deposit(call: ToolCall, signal: AbortSignal) -> None:
+        if fault == 2:
+            time.sleep(card_ms / 1000)  # deaf: it runs its course, whatever the run's signal says
+        else:
+            signal.wait_sync(card_ms / 1000)  # returns at once if the run is stopped
+        if fault == 1:
+            raise ConnectionError("the card service declined the deposit")
+
+    return take_deposit
+
+
+def _takes_deposit() -> Model:
+    """Reserves one copy of C for Eve, then says what came of it."""
+
+    async def model(messages: Sequence[Mapping[str, Any]], signal: AbortSignal) -> Decision:
+        if _turn(messages) == 1:
+            return calls(call("reserve", {"book": "C", "customer": "eve", "quantity": 1}, "w1"))
+        return final(f"Eve: {_reserved(_write_result(messages, 'w1'))}")
+
+    return model
+
+
+def _build_whole_or_nothing(knobs: Mapping[str, int]) -> Agent:
+    store = Store(before_commit=_card_service(knobs["card_service"], knobs["card_ms"]))
+    return _takes_deposit(), store.tools(), {"approve": _policy(1)}
+
+
 SCENARIOS: dict[str, Scenario] = {
     scenario.key: scenario
     for scenario in (
@@ -521,6 +694,55 @@ SCENARIOS: dict[str, Scenario] = {
                 Knob("slip", "its slip", 0, len(SLIPS) - 1, 0, choices=SLIPS),
             ),
             loop_knobs=("max_refusals",),
+        ),
+        Scenario(
+            key="approval",
+            title="No write without a yes, and a no goes back to the model",
+            input="I need copies of book C today. (Linus)",
+            build=_build_approval,
+            limits={"max_turns": 6, "max_calls": 8, "timeout_ms": 2000, "max_chars": 4000},
+            knobs=(
+                Knob("policy", "the approve policy", 0, len(POLICIES) - 1, 2, choices=POLICIES),
+                Knob("copies", "copies Linus asks for", 1, 5, 4),
+            ),
+        ),
+        Scenario(
+            key="write_budget",
+            title="The write budget, checked with the whole batch before anything runs",
+            input="Reserve a copy for each reader of the book club.",
+            build=_build_write_budget,
+            limits={"max_turns": 6, "max_calls": 16, "timeout_ms": 2000, "max_chars": 8000},
+            knobs=(
+                Knob("max_writes", "max_writes", 0, 10, 4),
+                Knob("writes_per_turn", "writes per turn", 1, 5, 2),
+                Knob("turns", "turns of writes", 1, 3, 3),
+            ),
+            loop_knobs=("max_writes",),
+        ),
+        Scenario(
+            key="at_most_once",
+            title="At most once: the idempotency key decides what a repeated write does",
+            input="One copy of D, please. (Alan)",
+            build=_build_at_most_once,
+            limits={"max_turns": 6, "max_calls": 8, "timeout_ms": 2000, "max_chars": 4000},
+            knobs=(
+                Knob("times", "times the model asks", 1, 4, 2),
+                Knob("ids", "its call ids", 0, len(IDS) - 1, 0, choices=IDS),
+                Knob("key", "the idempotency key", 0, len(KEYS) - 1, 0, choices=KEYS),
+            ),
+        ),
+        Scenario(
+            key="whole_or_nothing",
+            title="Whole or nothing: a write stopped or failing before its commit",
+            input="One copy of C, please. (Eve)",
+            build=_build_whole_or_nothing,
+            limits={"max_turns": 6, "max_calls": 8, "timeout_ms": 500, "max_chars": 4000},
+            knobs=(
+                Knob("write_grace_ms", "write_grace_ms", 0, 3000, 1000, step=100),
+                Knob("card_service", "the card service", 0, len(CARD_SERVICE) - 1, 0, choices=CARD_SERVICE),
+                Knob("card_ms", "the card service takes (ms)", 0, 3000, 1000, step=100),
+            ),
+            loop_knobs=("write_grace_ms",),
         ),
     )
 }

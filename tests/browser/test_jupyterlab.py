@@ -206,6 +206,68 @@ def drive_recovery(view: PlaygroundView, shot: Shot) -> None:
     shot("zero")
 
 
+def drive_approval(view: PlaygroundView, shot: Shot) -> None:
+    """The default policy denies the overreach; approving everything lets it through; no policy runs nothing."""
+    view.choose("policy", 2)
+    view.type_into_readout("copies", 4)
+    status = view.wait_settled_as_expected({**view.settings(), "policy": 2, "copies": 4})
+    assert status.startswith("✓ answered: Sorry") and view.rows("result") == 2, shot("cancel-denied")
+    assert "✗ denied: nothing ran" in view.view_text(), shot("cancel-denied")
+    view.choose("policy", 1)  # approve every write: Alan's reservation is cancelled for Linus
+    status = view.wait_settled_as_expected({**view.settings(), "policy": 1})
+    assert status.startswith("✓ answered: Done, Linus: I cancelled") and view.rows("result") == 3, shot("approve-all")
+    view.choose("policy", 0)  # no policy at all: the first batch is refused whole
+    status = view.wait_settled_as_expected({**view.settings(), "policy": 0})
+    assert status.startswith("✗ ApprovalError") and view.rows("result") == 0, shot("no-policy")
+    shot("no-policy")
+
+
+def drive_write_budget(view: PlaygroundView, shot: Shot) -> None:
+    """Six writes against four trips the write budget before the third batch runs; six fit exactly."""
+    for name, value in {"writes_per_turn": 2, "turns": 3, "max_writes": 4}.items():
+        view.type_into_readout(name, value)
+    status = view.wait_settled_as_expected({**view.settings(), "writes_per_turn": 2, "turns": 3, "max_writes": 4})
+    assert status.startswith("✗ WriteBudgetError") and view.tripped_gauges() == ["writes"], shot("over-budget")
+    assert view.rows("result") == 4 and view.rows("rejected") == 2, shot("over-budget")
+    view.press("max_writes", "ArrowRight", "ArrowRight")  # 4 → 6: exactly enough
+    status = view.wait_settled_as_expected({**view.settings(), "max_writes": 6})
+    assert status == "✓ answered: 6 reservations made, in 3 turns of 2", shot("fits")
+    shot("fits")
+
+
+def drive_at_most_once(view: PlaygroundView, shot: Shot) -> None:
+    """Fresh ids write twice; the application's key replays the first result; one id twice is refused."""
+    view.type_into_readout("times", 2)
+    view.choose("ids", 0)
+    view.choose("key", 0)
+    status = view.wait_settled_as_expected({**view.settings(), "times": 2, "ids": 0, "key": 0})
+    assert "w1: reservation 3" in status and "w2: reservation 4" in status, shot("two-reservations")
+    view.choose("key", 1)
+    status = view.wait_settled_as_expected({**view.settings(), "key": 1})
+    assert "w1: reservation 3" in status and "w2: reservation 3" in status, shot("replayed")
+    view.choose("ids", 1)
+    status = view.wait_settled_as_expected({**view.settings(), "ids": 1})
+    assert status.startswith("✗ DuplicateCallIdError") and view.rows("result") == 1, shot("same-id")
+    shot("same-id")
+
+
+def drive_whole_or_nothing(view: PlaygroundView, shot: Shot) -> None:
+    """A slow deposit meets the deadline and rolls back; with time enough it commits; a decline rolls back."""
+    for name, value in {"card_ms": 1000, "timeout_ms": 500, "write_grace_ms": 1000}.items():
+        view.type_into_readout(name, value)
+    view.choose("card_service", 0)
+    settings = {"card_ms": 1000, "timeout_ms": 500, "write_grace_ms": 1000, "card_service": 0}
+    status = view.wait_settled_as_expected({**view.settings(), **settings})
+    assert status.startswith("✗ DeadlineError") and "↺ rolled back" in view.view_text(), shot("rolled-back")
+    view.type_into_readout("timeout_ms", 2000)
+    status = view.wait_settled_as_expected({**view.settings(), "timeout_ms": 2000})
+    assert status == "✓ answered: Eve: reservation 3 (2 left on hand)", shot("committed")
+    view.choose("card_service", 1)
+    status = view.wait_settled_as_expected({**view.settings(), "card_service": 1})
+    assert status.startswith("✗ ToolError") and "nothing of it was applied" in status, shot("declined")
+    shot("declined")
+
+
 DRIVERS: dict[str, Callable[[PlaygroundView, Shot], None]] = {
     "budgets": drive_budgets,
     "call_ids": drive_call_ids,
@@ -216,6 +278,10 @@ DRIVERS: dict[str, Callable[[PlaygroundView, Shot], None]] = {
     "limits": drive_limits,
     "weather": drive_weather,
     "recovery": drive_recovery,
+    "approval": drive_approval,
+    "write_budget": drive_write_budget,
+    "at_most_once": drive_at_most_once,
+    "whole_or_nothing": drive_whole_or_nothing,
 }
 DRIVEN: set[str] = set()  # the playgrounds (and "desk") driven in this session
 RAN: set[Path] = set()  # the notebooks that ran clean in this session
@@ -223,11 +289,11 @@ RIGHT_ALIGNED: dict[str, list[str]] = {}  # agentlab tables JupyterLab aligns ri
 
 
 def drive_desk(page: NotebookPage) -> None:
-    """09_writes' live approval desk: Deny with a reason, run the cell again, Approve, run it once more.
+    """09a_approval's live approval desk: Deny with a reason, run the cell again, Approve, run it once more.
 
     The denial's reason must reach the model (its answer quotes it) and
     nothing is reserved; the approval writes the reservation; the third card
-    says the same call id is a replay.
+    says the write is a replay (its tools make the key from Linus's order, the same in every run).
     """
     waiting = page.page.evaluate(
         """() => Array.from(document.querySelectorAll('.jp-NotebookPanel .jp-Notebook .jp-Cell')).flatMap(
@@ -269,7 +335,7 @@ def drive_desk(page: NotebookPage) -> None:
     assert "✓ answered" in answer and '"reservation":' in answer and "writes: 1 / " in answer, shot("approved")
     shot("approved")
 
-    page.select_cell(index)  # once more: the same call id is a replay now, as the notebook says
+    page.select_cell(index)  # once more: the same key is a replay now, as the notebook says
     page.menu("Run", "runmenu:run")
     wait_for("a third card waiting for an answer", lambda: approve.count() == 1, 30)
     card = cell.locator(".agentlab-change").first
