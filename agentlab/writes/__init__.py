@@ -3,6 +3,7 @@
     store.py     a small bookshop in a real SQLite file: its write tools are idempotent,
                  whole-or-nothing, audited, and honour the run's stop
     approval.py  the approval desk: an Approve/Deny widget showing each write's before and after
+    change_view.py  that before and after, as HTML (the store's `Change` and the desk both draw with it)
 
 The loop's own rules for writes (an approval policy, `max_writes`, the grace
 when a run stops mid-write) are in the core: agentlab/loop_writes.py. This

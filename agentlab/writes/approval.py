@@ -24,8 +24,9 @@ click could not arrive until the deadline had passed. `start` returns once the
 run waits for its first answer (or has ended), so the cell shows a settled
 desk.
 
-`change_html` (the before/after table) is plain standard-library code; only
-`ApprovalDesk` needs ipywidgets, imported when a desk is made.
+`change_html` (the before/after table, in change_view.py) is plain
+standard-library code; only `ApprovalDesk` needs ipywidgets, imported when a
+desk is made.
 """
 
 from __future__ import annotations
@@ -47,76 +48,16 @@ from agentlab.lab.trace import render_html
 from agentlab.loop import AgentResult
 from agentlab.sync import agent_loop_sync
 from agentlab.tools import Approval, ToolCall
-from agentlab.writes.store import Change, RowChange, Store
+from agentlab.writes.change_view import change_html
+from agentlab.writes.store import Change, Store
 
 WAITING = "… waiting for Approve or Deny"  # no emoji: a machine without an emoji font shows a box
 EXPIRED = "no answer: the run stopped before anyone answered"
 
 # Inline styles (agentlab/lab/_look.py says why): a saved desk looks the same in a notebook JupyterLab does not trust.
-# A changed cell is marked by a translucent amber under the theme's own text colour, so it reads in both themes.
 _DESK = look.attr(f"{look.SANS};max-width:62em;line-height:1.35")
 _TITLE_CSS = look.attr(f"{look.MUTED};margin-bottom:4px")
-_CHANGE = look.attr(f"{look.MONO};{look.BOX}")
-_HEAD = look.attr("font-weight:bold;margin-bottom:4px")
-_MUTED = look.attr(f"{look.MUTED};font-weight:normal")
-_NOTE = look.attr("margin:4px 0")
-_TABLE = look.attr("border-collapse:collapse;margin:4px 0 8px 0;background:transparent")
-_ROW = look.attr(look.ROW)
-_CELL = f"padding:2px 8px;text-align:left;vertical-align:top;border:none;border-bottom:1px solid {look.LINE}"
-_TH = look.attr(f"{_CELL};font-weight:normal;{look.MUTED}")
-_TD = look.attr(_CELL)
-_CHANGED = look.attr(f"{_CELL};{look.CHANGED_BACKGROUND};font-weight:bold")
 _VERDICT = {"ok": look.GREEN, "bad": look.RED, "wait": look.AMBER}
-
-
-# -- the before/after of a proposed write: plain HTML -----------------------------------
-
-
-def change_html(change: Change) -> str:
-    """A proposed write as HTML: the call, then each row it touches before and after, changes marked."""
-    e = html.escape
-    call = change.call
-    args = json.dumps(call.args, ensure_ascii=False)
-    parts = [
-        f"<div class='head'{_HEAD}>{e(call.name)}({e(args)}) <span class='id'{_MUTED}>call {e(call.id)}</span></div>"
-    ]
-    if change.replay:
-        parts.append(
-            f"<div class='note'{_NOTE}>Its idempotency key {e(repr(change.key))} has run before: the store would "
-            "return its first result and change nothing.</div>"
-        )
-    elif not any(row.changed for row in change.rows):
-        parts.append(f"<div class='note'{_NOTE}>It would change nothing.</div>")
-    parts += [_row_html(row) for row in change.rows]
-    returned = f"<span class='muted'{_MUTED}>the tool would return</span> {e(_json(change.result))}"
-    parts.append(f"<div class='note'{_NOTE}>{returned}</div>")
-    return f"<div class='agentlab-change'{_CHANGE}>{''.join(parts)}</div>"
-
-
-def _row_html(row: RowChange) -> str:
-    e = html.escape
-    columns = list((row.after or row.before or {}).keys())
-    changed = set(row.changed)
-    label = "new row" if row.before is None else "removed" if row.after is None else ""
-    caption = f"<div>{e(row.table)} {e(str(row.key))} <span class='muted'{_MUTED}>{label}</span></div>"
-    head = f"<tr{_ROW}><th{_TH}></th>" + "".join(f"<th{_TH}>{e(c)}</th>" for c in columns) + "</tr>"
-    lines = []
-    for when, values in (("before", row.before), ("after", row.after)):
-        if values is None:
-            cells = f"<td colspan='{len(columns)}' class='muted'{_TH}>(no row)</td>"
-        else:
-            cells = "".join(
-                f"<td class='changed'{_CHANGED}>{e(_json(values[c]))}</td>"
-                if when == "after" and c in changed
-                else f"<td class=''{_TD}>{e(_json(values[c]))}</td>"
-                for c in columns
-            )
-        lines.append(f"<tr{_ROW}><th{_TH}>{when}</th>{cells}</tr>")
-    return f"{caption}<table{_TABLE}>{head}{''.join(lines)}</table>"
-
-
-def _json(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 # -- the desk ---------------------------------------------------------------------------

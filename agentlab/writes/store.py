@@ -205,7 +205,7 @@ class Change:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        from agentlab.writes.approval import change_html
+        from agentlab.writes.change_view import change_html  # imported only when a notebook shows a Change
 
         return change_html(self)
 
