@@ -198,6 +198,7 @@ class _Run:
         self.loop = asyncio.get_running_loop()
         self.started = self.loop.time()
         self.deadline = self.started + self.timeout_ms / 1000
+        self.over = False  # the race has given its verdict (see give_up)
         self.append({"role": "user", "content": input})
 
     # -- the loop itself ----------------------------------------------------
@@ -570,7 +571,7 @@ class _Run:
             why = await woken
         except asyncio.CancelledError:  # our own caller gave up on the run (e.g. asyncio.wait_for)
             self.stop_callees(AbortError("aborted: the caller cancelled the run"))
-            abandon(task)
+            self.give_up(task)
             raise
         finally:
             timer.cancel()
@@ -589,10 +590,19 @@ class _Run:
         if isinstance(error, AgentError):
             self.attach(error)
         # 8. Cancel the task, wait a moment for its `finally` blocks, and raise. If it ignores the
-        #    cancellation, `abandon` keeps it alive until it ends: the verdict is ours already.
-        abandon(task)
+        #    cancellation, it runs on, abandoned: the verdict is ours already (give_up).
+        self.give_up(task)
         await asyncio.wait([task], timeout=CANCEL_GRACE_MS / 1000)
         raise error
+
+    def give_up(self, task: asyncio.Task[Any]) -> None:
+        """The verdict is given: cancel the steps task, and let nothing it does from now on change it.
+
+        A task that swallows its cancellation runs on (`abandon` keeps it alive until it ends);
+        it may still meet the aborted signal, whose reason is the very error the run raised.
+        """
+        self.over = True
+        abandon(task)
 
     def stop_callees(self, reason: BaseException) -> None:
         """Abort the signal the model and tools hold.
@@ -632,6 +642,8 @@ class _Run:
 
     def attach(self, error: AgentError) -> AgentError:
         """Give an AgentError raised by a callee the run's history and usage."""
+        if self.over:  # an abandoned task: the error the run raised keeps the history it had
+            return error
         error.history = [copy_message(m) for m in self.history]
         error.usage = self.usage_now()
         error.limits = self.limits

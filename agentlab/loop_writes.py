@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from agentlab.callees import Callee, abandon, passes_through
+from agentlab.callees import Callee, passes_through
 from agentlab.errors import ApprovalError, DeadlineError, ToolError, WriteBudgetError, number_text, plural
 from agentlab.jsonc import compact_json, copy_json
 from agentlab.tools import Approval, ToolCall
@@ -114,7 +114,7 @@ class WritePath:
         try:
             await asyncio.wait([task], timeout=self.grace_ms / 1000)
         except asyncio.CancelledError:  # our caller gave up on us during the grace: the task is abandoned too
-            abandon(task)
+            self.run.give_up(task)
             raise
         if isinstance(error, DeadlineError) and error.value == self.run.timeout_ms:  # ours: say why it is late
             error.args = (

@@ -152,6 +152,36 @@ async def test_a_deadline_error_never_carries_an_answer_given_after_the_deadline
     assert raised.value.usage.chars == 1
 
 
+async def test_an_abort_reason_keeps_the_history_it_was_raised_with_while_the_abandoned_task_runs_on() -> None:
+    # The soak's shrunk example: a write that ignores the signal and its cancellation outlives the grace; the task
+    # records its result, then meets the aborted signal again and must not rewrite the reason the run raised.
+    loop = asyncio.get_running_loop()
+
+    async def deaf_write(value, signal):
+        until = loop.time() + 0.05
+        while loop.time() < until:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(0.002)
+        return None
+
+    tools = {"w": Tool(validate=lambda args: None, run=deaf_write, writes=True)}
+    controller = AbortController()
+    loop.call_later(0.01, controller.abort, AbortError("aborted: stop"))
+    with pytest.raises(AbortError) as raised:
+        await agent_loop(
+            "q",
+            Scripted(calls(call("w", {}, "c1"), call("w", {}, "c2"))),
+            tools,
+            approve=lambda proposed: True,
+            signal=controller.signal,
+            write_grace_ms=0,
+        )
+    raised_with = [dict(message) for message in raised.value.history]
+    assert [m.get("call_id") for m in raised_with] == [None, None, "c1"]  # the write's outcome: unknown
+    await asyncio.sleep(0.1)  # the abandoned task finishes the write and runs on
+    assert raised.value.history == raised_with
+
+
 # -- a sync model's awaitable answer that lands as the run is stopped ------------------------------------
 
 
