@@ -563,9 +563,8 @@ class _Run:
         def on_abort(_: BaseException) -> None:
             call_soon_threadsafe(self.loop, wake, "abort")
 
-        forget_signal = lambda: None  # noqa: E731
-        if self.outside is not None:
-            forget_signal = self.outside.add_callback(on_abort, first=True)
+        outside = self.outside
+        forget_signal = outside.add_callback(on_abort, first=True) if outside is not None else None
         # 3. Wait for the first event; then take the other two down, whichever won.
         try:
             why = await woken
@@ -575,7 +574,8 @@ class _Run:
             raise
         finally:
             timer.cancel()
-            forget_signal()
+            if forget_signal is not None:
+                forget_signal()
         # 4. The task is done (it may have finished just as the deadline fired): its outcome stands.
         if task.done():
             return task.result()
@@ -596,7 +596,7 @@ class _Run:
         raise error
 
     def give_up(self, task: asyncio.Task[Any]) -> None:
-        """The verdict is given: cancel the steps task, and let nothing it does from now on change it.
+        """The verdict is given: cancel the steps task; nothing it does from now on changes it.
 
         A task that swallows its cancellation runs on (`abandon` keeps it alive until it ends);
         it may still meet the aborted signal, whose reason is the very error the run raised.
