@@ -45,6 +45,22 @@ def test_demo_help_says_what_each_case_does(capsys) -> None:
     assert all(f"  {case} " in out for case in ["weather", *BOUNDARY_CASES]) and "examples:" in out
 
 
+def test_import_agentlab_loads_the_core_only() -> None:
+    """The folders are optional parts: `import agentlab` (and a run) loads none of them; render_text loads lab/."""
+    code = (
+        "import sys, asyncio, agentlab\n"
+        "from agentlab import agent_loop\n"
+        "async def model(messages, signal): return {'kind': 'final', 'text': 'ok'}\n"
+        "asyncio.run(agent_loop('q', model))\n"
+        "optional = ('lab', 'classroom', 'writes', 'models', 'testing')\n"
+        "folders = lambda: sorted({m.split('.')[1] for m in sys.modules"
+        " if m.startswith('agentlab.') and m.split('.')[1] in optional})\n"
+        "print(folders()); agentlab.render_text; print(folders())"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split("\n")[:2] == ["[]", "['lab']"]
+
+
 def test_import_agentlab_uses_only_the_standard_library() -> None:
     code = (
         "import sys; before = set(sys.modules)\n"
