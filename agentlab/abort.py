@@ -32,7 +32,8 @@ Callback = Callable[[BaseException], Any]
 class AbortSignal:
     """Read-only side: has the run been asked to stop, and why?"""
 
-    __slots__ = ("_callbacks", "_event", "_lock", "_reason")
+    # __weakref__: a store tells runs apart by their signal, and forgets a run with it (agentlab/store.py).
+    __slots__ = ("__weakref__", "_callbacks", "_event", "_lock", "_reason")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -7,6 +7,8 @@
     desk = ApprovalDesk(store, script=[True, Approval(False, "one per customer")])  # decided by a script
     result = await agent_loop(question, model, store.tools(), approve=store.audited(desk))
 
+    desk = ApprovalDesk(store, key=order_key)    # tools made with store.tools(key=order_key): the same key
+
 The desk is an `approve` policy for `agent_loop`. For each proposed write it
 shows a card: the call, and the rows it would change, before and after,
 worked out on the real database and rolled back (`Store.preview`); then it
@@ -30,10 +32,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import html
 import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agentlab import _look as look
@@ -79,8 +82,8 @@ def change_html(change: Change) -> str:
     ]
     if change.replay:
         parts.append(
-            f"<div class='note'{_NOTE}>This call id has run before: the store would return its first result and change "
-            "nothing.</div>"
+            f"<div class='note'{_NOTE}>Its idempotency key {e(repr(change.key))} has run before: the store would "
+            "return its first result and change nothing.</div>"
         )
     elif not any(row.changed for row in change.rows):
         parts.append(f"<div class='note'{_NOTE}>It would change nothing.</div>")
@@ -165,13 +168,25 @@ class ApprovalDesk:
 
     `script` answers in order instead of a person (True, False or an
     `Approval` with a reason), by pressing the card's own buttons; a write
-    beyond the script is an error. `cards` keeps every card, `box` is the
-    widget, `outcome` the result (or error) of the last `start`ed run.
+    beyond the script is an error. `key` is the function given to
+    `store.tools(key=...)`, if any: a card says "replay" exactly when the
+    write would replay, so it must look up the key the write will use.
+    `cards` keeps every card, `box` is the widget, `outcome` the result (or
+    error) of the last `start`ed run.
     """
 
-    def __init__(self, store: Store, *, script: Sequence[bool | Approval] | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        script: Sequence[bool | Approval] | None = None,
+        key: Callable[[ToolCall], str] | None = None,
+    ) -> None:
         if not isinstance(store, Store):
             raise ConfigError(f"ApprovalDesk needs the Store whose writes it shows, not {type(store).__name__}")
+        if key is not None and not callable(key):
+            raise ConfigError("key must be the function given to store.tools(key=...), which makes a write's key")
+        self.key = key
         if script is not None and not all(isinstance(answer, (bool, Approval)) for answer in script):
             raise ConfigError("each answer of a desk's script must be True, False or Approval(allowed, reason)")
         self._widgets = _ipywidgets()
@@ -190,7 +205,7 @@ class ApprovalDesk:
 
     async def __call__(self, call: ToolCall, signal: AbortSignal) -> Approval:
         """Show the proposed write, then wait for an answer, or for the run to stop."""
-        change = await in_worker_thread(self.store.preview, (call,), "preview")
+        change = await in_worker_thread(functools.partial(self.store.preview, key=self.key), (call, signal), "preview")
         card = _Card(self._widgets, change)
         card.answered = asyncio.get_running_loop().create_future()
         with self._lock:
@@ -229,7 +244,14 @@ class ApprovalDesk:
         log; pass `approve=` to use another policy. The outcome's trace
         appears under the cards when the run ends.
         """
-        options.setdefault("approve", self.store.audited(self))
+        for name, tool in tools.items():
+            made_with = getattr(getattr(tool, "run", None), "store_key", self.key)
+            if made_with is not self.key:
+                raise ConfigError(
+                    f"tool {name!r} makes its idempotency keys with {made_with!r}, but this desk previews with "
+                    f"{self.key!r}: give ApprovalDesk(store, key=...) the function given to store.tools(key=...)"
+                )
+        options.setdefault("approve", self.store.audited(self, key=self.key))
         done: concurrent.futures.Future[Any] = concurrent.futures.Future()
         self._settled.clear()
         self._status.value = _status_html(None)

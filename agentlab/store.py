@@ -9,15 +9,19 @@ reservations. Two tools read (`lookup` a book, look a `reservation` up) and
 three write (`reserve`, `update`, `cancel`). Every write keeps four promises,
 each kept here, in `Store._write`, with the database's own transactions:
 
-* Idempotent. The call id is the write's idempotency key (or the key that
-  `tools(key=...)` makes from the call). The effect, the record of the key
-  (table `writes`) and the audit row commit in ONE transaction, so a key is
-  recorded exactly when its effect is. Replaying a key (a resumed history, a
-  duplicated message) returns the first result and changes nothing; the same
-  key with other args is refused. A call id is unique only within its run: a
-  retried run's model issues new ids, and another conversation's run may
-  issue the same ones. So scope the key by conversation on a shared store, and
-  take a key that must survive a restart from the application, not the model.
+* Idempotent. Each write has an idempotency key: by default its call id
+  scoped by its run, `run-<n>/<call id>`, where n is the number the store
+  handed the run (table `runs`) the first time it saw it; or the key that
+  `tools(key=...)` makes from the call, as it is. The effect, the record of
+  the key (table `writes`) and the audit row commit in ONE transaction, so a
+  key is recorded exactly when its effect is. Replaying a key (the same call
+  retried in its run) returns the first result and changes nothing; the same
+  key with other args is refused. A call id is unique only within its run:
+  `from_decider` numbers calls call_1, call_2, ... in every run, and a
+  provider issues fresh ids in every response. Scoped by run, ids of
+  unrelated runs never collide; but a run retried from the start is a new
+  run, and writes again. A key that must survive a restart comes from the
+  application, not the model: `tools(key=...)`.
 * Whole or nothing. The write checks the run's signal before it starts and
   again just before it commits; if the run was stopped, or anything raises
   between the effect and the commit, the transaction rolls back and the tool
@@ -33,7 +37,7 @@ each kept here, in `Store._write`, with the database's own transactions:
 
 Durability: WAL with `synchronous = NORMAL`, SQLite's advice for WAL. A commit
 survives the crash of its process, SIGKILL included; a power cut may lose the
-last few commits (whole: never half of one), and replaying their call ids then
+last few commits (whole: never half of one), and replaying their keys then
 applies them, once.
 
 Standard library only; `agentlab` does not import this module.
@@ -48,6 +52,7 @@ import json
 import shutil
 import sqlite3
 import tempfile
+import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -59,7 +64,7 @@ from agentlab.callees import Callee, in_worker_thread
 from agentlab.errors import AgentError, ConfigError
 from agentlab.tools import Approval, Tool, ToolCall, parse_lookup_args
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2 added table runs; a version-1 file gets it when it is opened
 MAX_QUANTITY = 10  # copies one reservation may hold: a shop's rule, checked before anything runs
 
 SAMPLE_BOOKS: tuple[dict[str, Any], ...] = (
@@ -87,9 +92,18 @@ SAMPLE_RESERVATIONS: tuple[dict[str, Any], ...] = (
     {"book": "C", "customer": "alan", "quantity": 2},
 )
 
+# A number for each run the store sees, handed out once (AUTOINCREMENT never reuses one): the default key's scope.
+_RUNS_TABLE = """
+CREATE TABLE IF NOT EXISTS runs (
+    n        INTEGER PRIMARY KEY AUTOINCREMENT,
+    at       TEXT NOT NULL
+);
+"""
+
 OUTCOMES = ("approved", "denied", "applied", "rejected", "replayed", "conflict", "rolled back")
 
-_SCHEMA = f"""
+_SCHEMA = (
+    f"""
 CREATE TABLE books (
     id       TEXT PRIMARY KEY,
     title    TEXT NOT NULL,
@@ -104,9 +118,9 @@ CREATE TABLE reservations (
     customer  TEXT NOT NULL,
     quantity  INTEGER NOT NULL CHECK (quantity BETWEEN 1 AND {MAX_QUANTITY}),
     status    TEXT NOT NULL CHECK (status IN ('active', 'cancelled')),
-    call_id   TEXT UNIQUE  -- the write that made it (NULL: made at the counter)
+    call_id   TEXT UNIQUE  -- the idempotency key of the write that made it (NULL: made at the counter)
 );
--- One row per idempotency key: written in the same transaction as the effect.
+-- One row per idempotency key (run-<n>/<call id>, or the application's key): written with the effect.
 CREATE TABLE writes (
     call_id  TEXT PRIMARY KEY,
     tool     TEXT NOT NULL,
@@ -116,13 +130,15 @@ CREATE TABLE writes (
 CREATE TABLE audit (
     seq      INTEGER PRIMARY KEY,
     at       TEXT NOT NULL,
-    call_id  TEXT NOT NULL,
+    call_id  TEXT NOT NULL,  -- the idempotency key, as in table writes
     tool     TEXT NOT NULL,
     args     TEXT NOT NULL,
     outcome  TEXT NOT NULL CHECK (outcome IN ({", ".join(f"'{o}'" for o in OUTCOMES)})),
     detail   TEXT NOT NULL
 );
 """
+    + _RUNS_TABLE
+)
 
 
 class StoreError(AgentError):
@@ -162,19 +178,22 @@ class Change:
     """What a proposed write would do, worked out on the real data and rolled back.
 
     `rows` are the rows it touches, before and after; `result` is what the tool
-    would return; `replay` says the call id was already used, so the write
-    would return its first result and change nothing.
+    would return; `key` is the write's idempotency key (None: a default key,
+    previewed outside a run); `replay` says the key was already used, so the
+    write would return its first result and change nothing.
     """
 
     call: ToolCall
     rows: tuple[RowChange, ...]
     result: dict[str, Any]
     replay: bool = False
+    key: str | None = None
 
     def __str__(self) -> str:
-        lines = [f"{self.call.name} {json.dumps(self.call.args)} (call {self.call.id!r})"]
+        key = "" if self.key is None else f", key {self.key!r}"
+        lines = [f"{self.call.name} {json.dumps(self.call.args)} (call {self.call.id!r}{key})"]
         if self.replay:
-            lines.append("  a replay: this call id already ran; it returns its first result and changes nothing")
+            lines.append("  a replay: this key already ran; it returns its first result and changes nothing")
         for row in self.rows:
             if not row.changed:
                 lines.append(f"  {row.table} {row.key}: unchanged")
@@ -224,6 +243,12 @@ def _cell(value: Any) -> str:
 
 # -- the store ---------------------------------------------------------------------
 
+# The number of each run a store has seen, by the run's signal (the loop gives every run its own, and hands it
+# to every tool) and the database file, so that two Store objects on one file agree. Weak: a run's entry goes
+# with its signal. The numbers come from the file's table `runs`, so other processes never get the same one.
+_RUNS: weakref.WeakKeyDictionary[AbortSignal, dict[Path, int]] = weakref.WeakKeyDictionary()
+_RUNS_LOCK = threading.Lock()  # thread-safe: writes run in worker threads
+
 Effect = tuple[dict[str, Any], list[tuple[str, Any]]]  # the result, and the (table, key) rows touched
 
 
@@ -235,7 +260,7 @@ class Store:
     removed by `close()`. `books` and `reservations` replace the sample data
     of a new file (`reservations` defaults to the sample ones with the sample
     books, and to none with books of your own). `before_commit(call, signal)` is called inside each write's
-    transaction, after the effect and just before the commit: a seam for
+    transaction (`call.id` is the write's idempotency key), after the effect and just before the commit: a seam for
     fault injection and demos (raise to simulate a crash, wait to simulate a
     slow disk). `busy_timeout_ms` is how long an operation waits for another
     writer's lock before it fails.
@@ -259,6 +284,7 @@ class Store:
             self._folder = Path(tempfile.mkdtemp(prefix="agentlab-shop-"))
             path = self._folder / "shop.db"
         self.path = Path(path)
+        self._file = self.path.resolve()  # which file, however it was named: the key of its run numbers
         if not self.path.parent.is_dir():
             raise ConfigError(f"cannot create the shop database {str(self.path)!r}: its folder does not exist")
         self.before_commit = before_commit
@@ -294,15 +320,20 @@ class Store:
     def tools(self, *, key: Callable[[ToolCall], str] | None = None) -> dict[str, Tool]:
         """The shop's tools for `agent_loop`: two that read, three that write (and need approval).
 
-        `key(call)` makes each write's idempotency key; by default it is the call id, which is unique only
-        within one run. Ids are per run (`from_decider` numbers them call_1, call_2, ... in every run) and a
-        provider issues fresh ones in every response, so on a store shared by many conversations, scope the
-        key: `key=lambda call: f"{conversation}/{call.id}"`. A key that must survive a restart (the same
-        order, retried in a new conversation, must not be placed twice) cannot come from the model at all:
-        it comes from the application, such as `key=lambda call: f"order-{order.id}/{call.name}"`.
+        Each write has an idempotency key. By default it is the call id scoped by its run,
+        `run-<n>/<call id>`: the store numbers each run (each `agent_loop` call) the first time it sees it,
+        from the database, so runs never collide, even in other processes on the same file. A call id is
+        unique only within its run (`from_decider` numbers calls call_1, call_2, ... in every run, a provider
+        issues fresh ids in every response), so the default key replays a retry only within its run: the
+        same request in a new run, even a retry of a failed one, is a new write.
+
+        `key(call)` makes the key instead, and is used as it is, unscoped. It is THE way to make a key that
+        survives a restart: the same order, retried in a new conversation, must not be placed twice, and
+        only the application knows it is the same order; the model's ids cannot tell. For instance
+        `key=lambda call: f"order-{order.id}/{call.name}"`. Give the same function to `preview`, `audited`
+        and `ApprovalDesk`, so that they look up the key the write will use.
         """
-        if key is not None and not callable(key):
-            raise ConfigError("key must be a function key(call) -> str that makes a write's idempotency key")
+        _check_key(key)
         return {
             "lookup": Tool(
                 parse_lookup_args,
@@ -355,29 +386,63 @@ class Store:
         self, name: str, key: Callable[[ToolCall], str] | None
     ) -> Callable[[Any, AbortSignal, ToolCall], dict[str, Any]]:
         def run(value: Any, signal: AbortSignal, call: ToolCall) -> dict[str, Any]:
-            if key is not None:  # the application's idempotency key stands where the call id stood
-                made = key(call)
-                if not isinstance(made, str) or not made:
-                    raise StoreError(
-                        f"the key function made {made!r} for call {call.id!r}; it must make a non-empty string"
-                    )
-                call = ToolCall(made, call.name, call.args)
-            return self._write(name, value, signal, call)
+            made = self._key(call, signal, key)
+            return self._write(name, value, signal, ToolCall(made, call.name, call.args), call.id, key is not None)
 
         run.__name__ = run.__qualname__ = name
+        run.store_key = key  # type: ignore[attr-defined]  # so that ApprovalDesk.start can check it previews alike
         return run
+
+    # -- idempotency keys --------------------------------------------------------
+
+    def _key(self, call: ToolCall, signal: AbortSignal | None, key: Callable[[ToolCall], str] | None) -> str | None:
+        """The write's idempotency key: the application's `key(call)` as it is, else `run-<n>/<call id>`.
+
+        None only for a default key without a run (a preview without a signal): it can never replay.
+        """
+        if key is not None:
+            made = key(call)
+            if not isinstance(made, str) or not made:
+                raise StoreError(
+                    f"the key function made {made!r} for call {call.id!r}; it must make a non-empty string, "
+                    f"the same one for the same write"
+                )
+            return made
+        if signal is None:
+            return None
+        if not isinstance(signal, AbortSignal):
+            raise ConfigError(f"a write's signal must be its run's AbortSignal, not {type(signal).__name__}")
+        return f"run-{self._run_number(signal)}/{call.id}"
+
+    def _run_number(self, signal: AbortSignal) -> int:
+        """The number of the run whose signal this is, handed out by the database the first time it is asked."""
+        with _RUNS_LOCK:  # taken before the database's lock, never while holding it: no deadlock
+            numbers = _RUNS.setdefault(signal, {})
+            if self._file not in numbers:
+                at = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+                with self._connect() as db:
+                    _begin(db)
+                    numbers[self._file] = db.execute("INSERT INTO runs (at) VALUES (?)", (at,)).lastrowid
+                    db.execute("COMMIT")
+            return numbers[self._file]
 
     # -- the write: idempotent, whole or nothing, audited ------------------------
 
-    def _write(self, tool: str, value: Any, signal: AbortSignal, call: ToolCall) -> dict[str, Any]:
-        """Run one write in one transaction: replay, or effect + key + audit row, then commit."""
+    def _write(
+        self, tool: str, value: Any, signal: AbortSignal, call: ToolCall, asked: str, own_key: bool
+    ) -> dict[str, Any]:
+        """Run one write in one transaction: replay, or effect + key + audit row, then commit.
+
+        `call.id` is the write's idempotency key; `asked` the call id the model gave; `own_key` says the
+        application made the key.
+        """
         args = _canonical(value)
         with self._connect() as db:
             _begin(db)
             try:
                 first = db.execute("SELECT tool, args, result FROM writes WHERE call_id = ?", (call.id,)).fetchone()
                 if first is not None:
-                    return self._replay(db, tool, args, call, first)
+                    return self._replay(db, tool, args, call, first, asked, own_key)
                 _throw_if_stopped(signal, tool, call, "before it started")
                 result, _ = _OPERATIONS[tool](db, value, call)
                 outcome = "rejected" if result.get("rejected") else "applied"
@@ -396,20 +461,28 @@ class Store:
                 if isinstance(error, (StoreError, KeyboardInterrupt, SystemExit)):
                     raise
                 raise WriteRolledBack(
-                    f"rolled back: {tool} (call {call.id!r}) failed before its commit ({_describe(error)}); "
+                    f"rolled back: {tool} (key {call.id!r}) failed before its commit ({_describe(error)}); "
                     f"nothing of it was applied"
                 ) from error
 
-    def _replay(self, db: sqlite3.Connection, tool: str, args: str, call: ToolCall, first: sqlite3.Row) -> Any:
-        """A call id that already ran: its first result if it is the same write, else a refusal."""
+    def _replay(
+        self, db: sqlite3.Connection, tool: str, args: str, call: ToolCall, first: sqlite3.Row, asked: str, own: bool
+    ) -> Any:
+        """A key that already ran: its first result if it is the same write, else a refusal."""
         if (first["tool"], first["args"]) != (tool, args):
             detail = f"the key was first used by {first['tool']} {first['args']}"
             _audit(db, call.id, tool, args, "conflict", detail)
             db.execute("COMMIT")
+            change = (
+                f"Your key function made it for call {asked!r}: make it give each write of the application its "
+                f"own key (the same key only to a retry of the same write)"
+                if own
+                else f"The default key is the call id in its run, and call {asked!r} ran before in this run: a "
+                f"retry must repeat the same call, and a new write needs a new call id"
+            )
             raise StoreError(
-                f"idempotency key reused: call id {call.id!r} already ran as {first['tool']} {first['args']}, "
-                f"not {tool} {args}; nothing was changed. A retry must repeat the same call; a new write needs a "
-                f"new call id"
+                f"idempotency key reused: key {call.id!r} already ran as {first['tool']} {first['args']}, "
+                f"not {tool} {args}; nothing was changed. {change}"
             )
         _audit(db, call.id, tool, args, "replayed", "returned the first result; nothing changed")
         db.execute("COMMIT")
@@ -424,34 +497,51 @@ class Store:
 
     # -- approval, preview, queries --------------------------------------------
 
-    def audited(self, policy: Callable[..., Any]) -> Callable[[ToolCall, AbortSignal], Any]:
+    def audited(
+        self, policy: Callable[..., Any], *, key: Callable[[ToolCall], str] | None = None
+    ) -> Callable[[ToolCall, AbortSignal], Any]:
         """Wrap an approve policy so that each of its answers is recorded in the audit log.
 
         The policy may be sync or async and take `(call)` or `(call, signal)`,
-        like any policy of `agent_loop`; its answer is passed on unchanged.
+        like any policy of `agent_loop`; its answer is passed on unchanged. The
+        audit row names the write's idempotency key: pass the `key` function
+        given to `tools(key=...)`, if any.
         """
         if not callable(policy):
             raise ConfigError("audited(policy) needs an approve policy: a function policy(call, signal)")
+        _check_key(key)
         ask = Callee(policy, 2, "approval")
 
         async def audited_policy(call: ToolCall, signal: AbortSignal) -> Any:
             answer = await ask(call, signal)
             if isinstance(answer, (bool, Approval)):
                 approval = answer if isinstance(answer, Approval) else Approval(answer)
-                await in_worker_thread(self._record_decision, (call, approval), "audit")
+                await in_worker_thread(self._record_decision, (call, signal, key, approval), "audit")
             return answer
 
         return audited_policy
 
-    def _record_decision(self, call: ToolCall, approval: Approval) -> None:
+    def _record_decision(
+        self, call: ToolCall, signal: AbortSignal, key: Callable[[ToolCall], str] | None, approval: Approval
+    ) -> None:
         outcome = "approved" if approval.allowed else "denied"
+        made = self._key(call, signal, key)
         with self._connect() as db:
             _begin(db)
-            _audit(db, call.id, call.name, _canonical(call.args), outcome, approval.reason)
+            _audit(db, made or call.id, call.name, _canonical(call.args), outcome, approval.reason)
             db.execute("COMMIT")
 
-    def preview(self, call: ToolCall) -> Change:
-        """What `call` would change, worked out on the real data in a transaction that is then rolled back."""
+    def preview(
+        self, call: ToolCall, signal: AbortSignal | None = None, *, key: Callable[[ToolCall], str] | None = None
+    ) -> Change:
+        """What `call` would change, worked out on the real data in a transaction that is then rolled back.
+
+        The write's key is the one its tool would use: `key(call)` if given (the function given to
+        `tools(key=...)`), else `run-<n>/<call id>` for the run whose `signal` this is. The change is a
+        replay exactly when the write would be one. Without `signal` or `key` the call belongs to no run,
+        so it is never a replay.
+        """
+        _check_key(key)
         tool = self.tools().get(call.name)
         if tool is None or not tool.writes:
             raise StoreError(f"cannot preview {call.name!r}: it is not one of the shop's write tools")
@@ -459,21 +549,24 @@ class Store:
             value = tool.validate(call.args)
         except ValueError as error:
             raise StoreError(f"cannot preview {call.name} (call {call.id!r}): invalid args: {error}") from error
+        made = self._key(call, signal, key)
         with self._connect() as db:
             _begin(db)
             try:
-                first = db.execute("SELECT result FROM writes WHERE call_id = ?", (call.id,)).fetchone()
+                first = db.execute("SELECT result FROM writes WHERE call_id = ?", (made,)).fetchone()
                 if first is not None:
-                    return Change(call, (), json.loads(first["result"]), replay=True)
+                    return Change(call, (), json.loads(first["result"]), replay=True, key=made)
                 db.execute("SAVEPOINT proposal")
-                result, touched = _OPERATIONS[call.name](db, value, call)
+                # The reservation's key column is unique: a default key outside a run gets one no run can have.
+                proposed = ToolCall(made or f"run-?/{call.id}", call.name, call.args)
+                result, touched = _OPERATIONS[call.name](db, value, proposed)
                 after = [_read_row(db, table, key) for table, key in touched]
                 db.execute("ROLLBACK TO proposal")
                 before = [_read_row(db, table, key) for table, key in touched]
             finally:
                 db.execute("ROLLBACK")
         rows = tuple(RowChange(t, k, b, a) for (t, k), b, a in zip(touched, before, after, strict=True))
-        return Change(call, rows, result)
+        return Change(call, rows, result, key=made)
 
     def sql(self, query: str, *params: Any) -> Table:
         """Run a read-only SQL query on the shop; the rows come back as a `Table` of dicts."""
@@ -546,6 +639,9 @@ class Store:
                             if statement.strip():
                                 db.execute(statement)
                         _fill(db, books, reservations)
+                        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                    elif version == 1:  # a shop made before runs were numbered: it gets the table
+                        db.execute(_RUNS_TABLE)
                         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                     elif version != SCHEMA_VERSION:
                         raise StoreError(
@@ -707,6 +803,11 @@ def _name(value: Any) -> str:
 # -- helpers -------------------------------------------------------------------------
 
 
+def _check_key(key: Any) -> None:
+    if key is not None and not callable(key):
+        raise ConfigError("key must be a function key(call) -> str that makes a write's idempotency key")
+
+
 def _begin(db: sqlite3.Connection) -> None:
     """Take the write lock now, waiting up to the busy timeout: two writers never interleave."""
     try:
@@ -723,7 +824,7 @@ def _throw_if_stopped(signal: AbortSignal, tool: str, call: ToolCall, when: str)
         reason = signal.reason
         raise WriteRolledBack(
             f"rolled back: the run was stopped ({_describe(reason) if reason else 'aborted'}) {when}; "
-            f"{tool} (call {call.id!r}) applied nothing"
+            f"{tool} (key {call.id!r}) applied nothing"
         )
 
 

@@ -59,7 +59,9 @@ class Tool:
 
     `writes=True` marks a tool that changes data: the loop runs it only with
     the approval of `agent_loop`'s `approve` policy, within `max_writes`, and
-    passes it the `ToolCall`, whose id is the write's idempotency key.
+    passes it the `ToolCall`, from which the tool makes the write's
+    idempotency key (the call id is unique only within its run: see
+    `agentlab.store.Store.tools`).
 
     `description` and `parameters` (a JSON Schema of the args, an object
     schema) are what an adapter of `agentlab.models` tells a real model.

@@ -160,7 +160,7 @@ async def test_an_approved_write_applies_and_both_the_approval_and_the_effect_ar
         "on_hand": 1,
     }
     assert on_hand(store) == 1 and result.usage.writes == 1
-    assert audit(store) == [("w1", "reserve", "approved"), ("w1", "reserve", "applied")]
+    assert audit(store) == [("run-1/w1", "reserve", "approved"), ("run-1/w1", "reserve", "applied")]
     assert store.problems() == []
 
 
@@ -219,7 +219,7 @@ async def test_a_write_the_shop_cannot_do_is_rejected_to_the_model_and_changes_n
     answer = json.loads(model.seen[1]["content"])
     assert answer["rejected"] is True and reason in answer["reason"]
     assert snapshot(store)[:2] == before
-    assert audit(store) == [("w1", proposed["name"], "rejected")] and store.problems() == []
+    assert audit(store) == [("run-1/w1", proposed["name"], "rejected")] and store.problems() == []
 
 
 async def test_cancelling_twice_with_two_call_ids_cancels_once(store) -> None:
@@ -229,36 +229,45 @@ async def test_cancelling_twice_with_two_call_ids_cancels_once(store) -> None:
     assert on_hand(store, "B") == 1 and store.problems() == []
 
 
-# -- idempotency: the call id is the key -----------------------------------------------------
+# -- idempotency: the key (the call id in its run, or the application's key) ---------------------------
+# The default key is scoped by run (tests/test_store_keys.py): a retry across runs replays only with a key from
+# the application. `by_call_id` plays an application whose writes keep their ids across runs.
+
+
+def by_call_id(proposed: ToolCall) -> str:
+    return proposed.id
 
 
 @pytest.mark.parametrize(
     "proposed",
     [RESERVE, call("update", {"reservation": 2, "quantity": 3}, "w1"), call("cancel", {"reservation": 2}, "w1")],
 )
-async def test_replaying_a_call_id_returns_the_first_result_and_changes_nothing(store, proposed) -> None:
-    first = await agent_loop("q", Scripted(calls(proposed), final("ok")), store.tools(), approve=yes)
+async def test_replaying_a_key_returns_the_first_result_and_changes_nothing(store, proposed) -> None:
+    tools = store.tools(key=by_call_id)
+    first = await agent_loop("q", Scripted(calls(proposed), final("ok")), tools, approve=yes)
     after_first = snapshot(store)
-    retried = await agent_loop("q", Scripted(calls(proposed), final("ok")), store.tools(), approve=yes)  # a retry
+    retried = await agent_loop("q", Scripted(calls(proposed), final("ok")), tools, approve=yes)  # a retry
     assert retried.history[-2] == first.history[-2]  # the very same text
     assert snapshot(store) == after_first
     assert [outcome for _, _, outcome in audit(store)] == ["applied", "replayed"]
 
 
-async def test_the_same_call_id_with_other_args_is_refused_and_changes_nothing(store) -> None:
-    await agent_loop("q", Scripted(calls(RESERVE), final("ok")), store.tools(), approve=yes)
+async def test_the_same_key_with_other_args_is_refused_and_changes_nothing(store) -> None:
+    tools = store.tools(key=by_call_id)
+    await agent_loop("q", Scripted(calls(RESERVE), final("ok")), tools, approve=yes)
     before = snapshot(store)
     other = RESERVE | {"args": {"book": "A", "customer": "ada", "quantity": 1}}
-    with pytest.raises(ToolError, match="idempotency key reused"):
-        await agent_loop("q", Scripted(calls(other)), store.tools(), approve=yes)
+    with pytest.raises(ToolError, match=r"idempotency key reused: key .w1. .* Your key function made it"):
+        await agent_loop("q", Scripted(calls(other)), tools, approve=yes)
     assert snapshot(store) == before
     assert audit(store)[-1] == ("w1", "reserve", "conflict")
 
 
 async def test_the_same_args_in_another_key_order_are_the_same_write(store) -> None:
-    await agent_loop("q", Scripted(calls(RESERVE), final("ok")), store.tools(), approve=yes)
+    tools = store.tools(key=by_call_id)
+    await agent_loop("q", Scripted(calls(RESERVE), final("ok")), tools, approve=yes)
     shuffled = RESERVE | {"args": {"quantity": 2, "customer": "ada", "book": "A"}}
-    await agent_loop("q", Scripted(calls(shuffled), final("ok")), store.tools(), approve=yes)
+    await agent_loop("q", Scripted(calls(shuffled), final("ok")), tools, approve=yes)
     assert on_hand(store) == 1 and audit(store)[-1][2] == "replayed"
 
 
@@ -298,7 +307,7 @@ async def test_a_write_stopped_by_the_deadline_before_its_commit_rolls_back_and_
     trace = render_text(raised.value)
     assert "→ w1: ↺ rolled back: nothing of it was applied" in trace and "stopped in turn 1, during call w1" in trace
     assert snapshot(store) == before
-    assert audit(store) == [("w1", "reserve", "rolled back")] and store.problems() == []
+    assert audit(store) == [("run-1/w1", "reserve", "rolled back")] and store.problems() == []
 
 
 def test_a_write_whose_run_is_already_stopped_does_not_start(store) -> None:
@@ -307,7 +316,7 @@ def test_a_write_whose_run_is_already_stopped_does_not_start(store) -> None:
     run = store.tools()["reserve"].run
     with pytest.raises(WriteRolledBack, match="before it started"):
         run({"book": "A", "customer": "ada", "quantity": 1}, controller.signal, ToolCall("w1", "reserve", {}))
-    assert on_hand(store) == 3 and audit(store) == [("w1", "reserve", "rolled back")]
+    assert on_hand(store) == 3 and audit(store) == [("run-1/w1", "reserve", "rolled back")]
 
 
 # -- preview and the approval desk --------------------------------------------------------------
@@ -328,13 +337,15 @@ def test_a_preview_shows_the_rows_before_and_after_and_changes_nothing(store) ->
 
 
 async def test_a_preview_of_a_replay_says_it_changes_nothing(store) -> None:
-    first = await agent_loop("q", Scripted(calls(RESERVE), final("ok")), store.tools(), approve=yes)
-    change = store.preview(ToolCall("w1", "reserve", RESERVE["args"]))
+    first = await agent_loop("q", Scripted(calls(RESERVE), final("ok")), store.tools(key=by_call_id), approve=yes)
+    change = store.preview(ToolCall("w1", "reserve", RESERVE["args"]), key=by_call_id)
     assert (
         change.replay
+        and change.key == "w1"
         and change.rows == ()
         and json.dumps(change.result, separators=(",", ":")) == (first.history[-2]["content"])
     )
+    assert not store.preview(ToolCall("w1", "reserve", RESERVE["args"])).replay  # no run has written: never
 
 
 async def test_a_scripted_desk_presses_its_buttons_in_order_and_the_audit_log_agrees(store) -> None:

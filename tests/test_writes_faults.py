@@ -50,6 +50,15 @@ def writer(prefix: str, count: int, per_turn: int = 4) -> Scripted:
     )
 
 
+def stable(proposed) -> str:
+    """The key: these tests play an application whose writes keep their ids across runs (like order numbers).
+
+    A run retried after a crash, or a message delivered twice, is then the same writes: each must apply once.
+    With the store's default key, scoped by run, a new run would be new writes (tests/test_store_keys.py).
+    """
+    return proposed.id
+
+
 def options(count: int, per_turn: int = 4) -> dict:
     turns = -(-count // per_turn) + 1
     return {"max_turns": turns, "max_calls": count, "max_writes": count, "timeout_ms": 20_000}
@@ -99,7 +108,9 @@ def child_main(argv: list[str]) -> None:
     sys.stdin.readline()  # "go": every child starts at once
     threads = [
         threading.Thread(
-            target=agent_loop_sync, args=("q", writer(prefix, count), store.tools()), kwargs=loop_kwargs(count)
+            target=agent_loop_sync,
+            args=("q", writer(prefix, count), store.tools(key=stable)),
+            kwargs=loop_kwargs(count),
         )
         for prefix, count in runs
     ]
@@ -134,7 +145,7 @@ def kill(process: subprocess.Popen) -> None:
 
 
 async def replay(store: Store, prefix: str, count: int) -> None:
-    await agent_loop("q", writer(prefix, count), store.tools(), **loop_kwargs(count))
+    await agent_loop("q", writer(prefix, count), store.tools(key=stable), **loop_kwargs(count))
 
 
 # -- an exception between the effect and the commit ----------------------------------------
@@ -180,7 +191,7 @@ async def test_a_write_that_outlives_the_grace_is_unknown_to_the_loop_and_settle
 
     store = Store(tmp_path / "shop.db", books=books(), before_commit=deaf_disk)
     with pytest.raises(DeadlineError) as raised:
-        await agent_loop("q", writer("w", 1), store.tools(), **loop_kwargs(1) | {"timeout_ms": 20})
+        await agent_loop("q", writer("w", 1), store.tools(key=stable), **loop_kwargs(1) | {"timeout_ms": 20})
     assert json.loads(raised.value.history[-1]["content"])["outcome"] == "unknown"
     assert "? outcome unknown" in render_text(raised.value)
     await asyncio.sleep(0.5)  # the write ends on its own: it sees the stop before its commit
@@ -241,7 +252,9 @@ def test_concurrent_loops_in_threads_neither_lose_an_update_nor_apply_one_twice(
     store = Store(tmp_path / "shop.db", books=books(copies))
     prefixes = ["dup-", "dup-", "t2-", "t3-"]  # two threads run the very same run: a duplicated message
     threads = [
-        threading.Thread(target=agent_loop_sync, args=("q", writer(p, 10), store.tools()), kwargs=loop_kwargs(10))
+        threading.Thread(
+            target=agent_loop_sync, args=("q", writer(p, 10), store.tools(key=stable)), kwargs=loop_kwargs(10)
+        )
         for p in prefixes
     ]
     for thread in threads:
@@ -286,7 +299,7 @@ def test_a_writer_that_holds_the_lock_too_long_makes_the_other_fail_clearly(tmp_
     with store_module.sqlite3.connect(path, isolation_level=None) as db:
         db.execute("BEGIN IMMEDIATE")  # another program holds the write lock
         with pytest.raises(ToolError, match="database is busy"):
-            agent_loop_sync("q", writer("w", 1), impatient.tools(), **loop_kwargs(1))
+            agent_loop_sync("q", writer("w", 1), impatient.tools(key=stable), **loop_kwargs(1))
         db.execute("ROLLBACK")
     db.close()
     assert applied_ids(impatient) == [] and impatient.problems() == []

@@ -293,7 +293,7 @@ def drive_desk(page: NotebookPage) -> None:
 
     The denial's reason must reach the model (its answer quotes it) and
     nothing is reserved; the approval writes the reservation; the third card
-    says the same call id is a replay.
+    says the write is a replay (its tools make the key from Linus's order, the same in every run).
     """
     waiting = page.page.evaluate(
         """() => Array.from(document.querySelectorAll('.jp-NotebookPanel .jp-Notebook .jp-Cell')).flatMap(
@@ -335,7 +335,7 @@ def drive_desk(page: NotebookPage) -> None:
     assert "✓ answered" in answer and '"reservation":' in answer and "writes: 1 / " in answer, shot("approved")
     shot("approved")
 
-    page.select_cell(index)  # once more: the same call id is a replay now, as the notebook says
+    page.select_cell(index)  # once more: the same key is a replay now, as the notebook says
     page.menu("Run", "runmenu:run")
     wait_for("a third card waiting for an answer", lambda: approve.count() == 1, 30)
     card = cell.locator(".agentlab-change").first
