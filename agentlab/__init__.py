@@ -9,7 +9,7 @@ the top of this folder, starting with `loop.py`. The folders are optional
 parts, each imported only when you import it:
 
     lab/        the notebook face: playgrounds, traces, scripted models, example tools
-    writes/     a real store and an approval desk (notebook 09 on)
+    writes/     a real store and an approval desk (notebooks 09a-09d)
     models/     adapters for real models (OpenAI, Anthropic, local servers; notebook 10)
     classroom/  the checker, grading and the learners' workbooks (teachers)
     testing/    the adversarial test library (developers)

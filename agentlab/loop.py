@@ -28,7 +28,7 @@ Reaching a limit exactly is allowed; the step past it fails with an
 
 Tools that change data (`Tool(..., writes=True)`) need more: an `approve`
 policy, `max_writes`, and a grace when the run is stopped mid-write. That is
-a layer of its own, `agentlab/loop_writes.py`; skip it until notebook 09.
+a layer of its own, `agentlab/loop_writes.py`; skip it until notebook 09a.
 
 Read this file top to bottom: `agent_loop` sets up a `_Run`; `_Run.steps` is
 the loop itself; the checks follow in the order they happen; `_Run.race` is

@@ -1,6 +1,6 @@
 """The loop's write path: tools that change data (`Tool(..., writes=True)`).
 
-Notebooks 01-08 never meet it: skip this file until notebook 09. The loop in
+Notebooks 01-08 never meet it: skip this file until notebook 09a. The loop in
 `agentlab/loop.py` hands every write to a `WritePath` at three points:
 
 1. `check`, with the rest of the batch's checks: a batch with writes needs an

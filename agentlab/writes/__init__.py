@@ -1,4 +1,4 @@
-"""Writes for real (notebook 09 on): a store whose writes can be trusted, and a person who approves them.
+"""Writes for real (notebooks 09a-09d): a store whose writes can be trusted, and a person who approves them.
 
     store.py     a small bookshop in a real SQLite file: its write tools are idempotent,
                  whole-or-nothing, audited, and honour the run's stop
