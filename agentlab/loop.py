@@ -26,16 +26,20 @@ call id, and asks the model again. The loop, not the model, holds every limit:
 Reaching a limit exactly is allowed; the step past it fails with an
 `AgentError` subclass that says which limit, and carries the history so far.
 
-Tools that change data (`Tool(..., writes=True)`) need more: an `approve`
-policy, `max_writes`, and a grace when the run is stopped mid-write. That is
-a layer of its own, `agentlab/loop_writes.py`; skip it until notebook 09a.
+Tools that change data (`Tool(..., writes=True)`) need more: each write runs
+only if the `approve` policy allows it, within `max_writes`, one at a time,
+and never after the deadline or an abort. A write still running when the run
+is stopped gets `write_grace_ms` more to commit or roll back, so that the
+history can say which: the one case where a run ends later than its deadline
+or its abort, by at most that grace (the error says so when it waited). That
+is a layer of its own, `agentlab/loop_writes.py`: skip it until notebook 09a.
 
 Read this file top to bottom: `agent_loop` sets up a `_Run`; `_Run.steps` is
 the loop itself; the checks follow in the order they happen; `_Run.race` is
 what makes the deadline and the abort hold even against a model or a tool
 that ignores the signal or blocks. The history and the result are in
 `history.py` and `result.py`; `untrusted.py` says why some lines read values
-in an odd way (`str.__str__(name)`): models and tools may hand back hostile ones.
+in an odd way (`str.__str__(input)`): models and tools may hand back hostile ones.
 """
 
 from __future__ import annotations
