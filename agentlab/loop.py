@@ -33,6 +33,8 @@ is stopped gets `write_grace_ms` more to commit or roll back, so that the
 history can say which: the one case where a run ends later than its deadline
 or its abort, by at most that grace (the error says so when it waited). That
 is a layer of its own, `agentlab/loop_writes.py`: skip it until notebook 09a.
+Giving a refused batch back to the model (`max_refusals`) is another,
+`agentlab/loop_refusals.py`: notebook 11.
 
 Read this file top to bottom: `agent_loop` sets up a `_Run`; `_Run.steps` is
 the loop itself; the checks follow in the order they happen; `_Run.race` is
@@ -77,6 +79,7 @@ from agentlab.errors import (
 )
 from agentlab.history import Message, Messages, context_size, copy_message
 from agentlab.jsonc import NotJSONError, compact_json, copy_json, sorted_keys
+from agentlab.loop_refusals import RefusalPath
 from agentlab.loop_writes import WritePath
 from agentlab.result import WRITE_GRACE_MS, AgentResult, Limits, Usage
 from agentlab.tools import Tool, ToolCall, registry
@@ -126,7 +129,7 @@ async def agent_loop(
     `max_tokens` limits the tokens a real model reports spending in the run.
 
     `max_refusals` (default 0) is how many refused batches go back to the
-    model instead of ending the run; see `_Run.return_refusal`. Only a mistake
+    model instead of ending the run (agentlab/loop_refusals.py). Only a mistake
     the model can fix is returned (an unknown tool, invalid args, a malformed
     call, a duplicate call id, a repeat under `forbid_repeats`); the limits
     still end the run. A refused batch costs a turn and history characters,
@@ -186,11 +189,11 @@ class _Run:
         self.limits = limits
         self.max_turns, self.max_calls = limits.max_turns, limits.max_calls
         self.timeout_ms, self.max_chars = limits.timeout_ms, limits.max_chars
-        self.max_refusals = limits.max_refusals
         self.forbid_repeats = bool(forbid_repeats)
         self.model = Callee(model, 2, "model")
         self.tools = registry(tools)
         self.writes = WritePath(self, approve, limits.max_writes, limits.write_grace_ms)
+        self.refusals = RefusalPath(self, limits.max_refusals)
         self.outside = signal
         self.controller = AbortController()  # the run's own signal, handed to model and tools
         self.history: list[Message] = []
@@ -220,7 +223,7 @@ class _Run:
             try:
                 batch = self.check_batch(payload, decision)  # the whole batch, before anything runs
             except REFUSALS as refusal:
-                self.return_refusal(payload, refusal, spent)  # back to the model, or raises it
+                self.refusals.give_back(payload, refusal, spent)  # within max_refusals, or raises
                 continue
             calls = [{"id": c.id, "name": c.name, "args": c.args} for c in batch]
             self.append({"role": "assistant", "calls": calls, **spent})
@@ -453,63 +456,6 @@ class _Run:
             problem = f"the validate of tool {name!r} returned an awaitable"
             raise self.fail(ConfigError, f"{problem}; it must be a plain function")
         return value
-
-    # -- a refused batch, returned to the model (notebook 11) ---------------------------------
-
-    def return_refusal(self, calls: list[Any], refusal: AgentError, spent: dict[str, Any]) -> None:
-        """Give a refused batch back to the model, if `max_refusals` allows; otherwise raise it.
-
-        The history gets the batch as proposed, then exactly one tool message
-        per call: the refused call's says what was wrong, in the words of its
-        error; the others, that they did not run. Nothing of the batch ran.
-
-        A call whose id cannot carry a result (missing, not a string, empty,
-        or used before) is recorded under an id the loop makes, "refused-<turn>-<n>"
-        (n is the call's place in the batch), and its message is tied to that id;
-        the refusal quotes the id the model sent. Every id of the batch then
-        counts as used: one id, one tool message, for the whole run.
-        """
-        if self.usage.refusals >= self.max_refusals:
-            if self.max_refusals:
-                n = self.max_refusals
-                spent = "1 refused batch was" if n == 1 else f"{n} refused batches were"
-                refusal.args = (
-                    f"{refusal.message}. The refusal budget is spent: {spent} already "
-                    f"returned to the model (max_refusals={self.max_refusals})",
-                )
-            raise refusal
-        self.usage.refusals += 1
-        recorded: list[dict[str, Any]] = []
-        for number, call in enumerate(calls, 1):
-            call_id = call.get("id") if isinstance(call, dict) else None
-            if not isinstance(call_id, str) or not call_id or call_id in self.seen_ids:
-                call_id = self.loop_made_id(number)
-            self.seen_ids[call_id] = self.usage.turns
-            name = call.get("name") if isinstance(call, dict) else None
-            args = call.get("args") if isinstance(call, dict) else None
-            name = name if isinstance(name, str) else ""
-            args = args if isinstance(args, dict) else {}
-            recorded.append({"id": call_id, "name": name, "args": args})
-        self.append({"role": "assistant", "calls": recorded, **spent})
-        refused_id = recorded[self.checking - 1]["id"]
-        for number, call in enumerate(recorded, 1):
-            if number == self.checking:
-                content = {"refused": refusal.message}
-            else:
-                why = f"call {refused_id!r} of this batch was refused; nothing of this batch ran"
-                content = {"not_run": why}
-            self.append({"role": "tool", "call_id": call["id"], "content": compact_json(content)})
-
-    def loop_made_id(self, number: int) -> str:
-        """An id for a refused call whose own id cannot carry its result; never one used before.
-
-        Letters, digits and dashes only, the ids every provider accepts.
-        """
-        made, again = f"refused-{self.usage.turns}-{number}", 0
-        while made in self.seen_ids:
-            again += 1
-            made = f"refused-{self.usage.turns}-{number}-{again}"
-        return made
 
     # -- running a checked call ----------------------------------------------------------
 

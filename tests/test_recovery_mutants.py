@@ -1,8 +1,8 @@
 """The "recovery" rows can fail: each mistake fails exactly the rows it should, with the right hint.
 
-The mutants are agentlab's own loop (agentlab/loop.py) with one small source substitution each, as in
-tests/test_check_mutants.py: the workbooks' model answer has no `max_refusals`, so the one loop that does is the
-one to mutate. Each mistake is one a reader of notebook 11 could make.
+The mutants are agentlab's own loop (agentlab/loop.py, and its recovery path, agentlab/loop_refusals.py) with one
+small source substitution each, as in tests/test_check_mutants.py: the workbooks' model answer has no
+`max_refusals`, so the one loop that does is the one to mutate. Each mistake is one a reader of notebook 11 could make.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import pytest
 from agentlab.classroom.check import check
 
 LOOP = Path(__file__).resolve().parent.parent / "agentlab" / "loop.py"
+REFUSALS = LOOP.with_name("loop_refusals.py")
 BOUND_S = 2.5
 
 
@@ -36,8 +37,8 @@ MUTANTS = (
         "returns one refusal to the model even when max_refusals=0",
         (
             (
-                "        if self.usage.refusals >= self.max_refusals:",
-                "        if self.usage.refusals > self.max_refusals:",
+                "        if run.usage.refusals >= self.max_refusals:",
+                "        if run.usage.refusals > self.max_refusals:",
             ),
         ),
         {
@@ -51,8 +52,8 @@ MUTANTS = (
         "answers the refused call and leaves its batch-mates unanswered",
         (
             (
-                "            if number == self.checking:\n",
-                "            if number != self.checking:\n                continue\n            if True:\n",
+                "            if number == run.checking:\n",
+                "            if number != run.checking:\n                continue\n            if True:\n",
             ),
         ),
         {
@@ -71,7 +72,7 @@ MUTANTS = (
         "answers a duplicate id under that same id, so one id gets two tool messages",
         (
             (
-                "if not isinstance(call_id, str) or not call_id or call_id in self.seen_ids:",
+                "if not isinstance(call_id, str) or not call_id or call_id in run.seen_ids:",
                 "if not isinstance(call_id, str) or not call_id:",
             ),
         ),
@@ -90,10 +91,10 @@ MUTANTS = (
                 "        for number, call in enumerate(calls, 1):\n            self.checking = number",
             ),
             (
-                "                self.return_refusal(payload, refusal, spent)",
+                "                self.refusals.give_back(payload, refusal, spent)",
                 "                for good in self.checked_so_far:\n"
                 "                    await self.run_tool(good)\n"
-                "                self.return_refusal(payload, refusal, spent)",
+                "                self.refusals.give_back(payload, refusal, spent)",
             ),
         ),
         {
@@ -117,17 +118,30 @@ MUTANTS = (
 
 
 def mutant_loop(mutant: Mutant):
-    source = LOOP.read_text(encoding="utf-8")
+    """loop.py and its recovery path (loop_refusals.py), each edit made in the one file that holds it."""
+    sources = {path: path.read_text(encoding="utf-8") for path in (LOOP, REFUSALS)}
     for old, new in mutant.edits:
-        assert source.count(old) == 1, f"{mutant.name}: {old!r} is in loop.py {source.count(old)} times"
-        source = source.replace(old, new)
-    module = types.ModuleType(f"mutant_{mutant.name}")
-    sys.modules[module.__name__] = module  # dataclasses look their module up
+        found = [path for path, source in sources.items() if source.count(old) == 1]
+        total = sum(source.count(old) for source in sources.values())
+        assert total == 1 and found, f"{mutant.name}: {old!r} is in loop.py and loop_refusals.py {total} times"
+        sources[found[0]] = sources[found[0]].replace(old, new)
+    refusals = _module(f"mutant_{mutant.name}_refusals", sources[REFUSALS])
+    original = sys.modules["agentlab.loop_refusals"]
+    sys.modules["agentlab.loop_refusals"] = refusals  # the mutant loop imports the mutant recovery path
     try:
-        exec(compile(source, f"<{mutant.name}>", "exec"), module.__dict__)
+        return _module(f"mutant_{mutant.name}", sources[LOOP]).agent_loop
     finally:
-        del sys.modules[module.__name__]
-    return module.agent_loop
+        sys.modules["agentlab.loop_refusals"] = original
+
+
+def _module(name: str, source: str) -> types.ModuleType:
+    module = types.ModuleType(name)
+    sys.modules[name] = module  # dataclasses look their module up
+    try:
+        exec(compile(source, f"<{name}>", "exec"), module.__dict__)
+    finally:
+        del sys.modules[name]
+    return module
 
 
 def test_the_loop_itself_passes_every_recovery_row() -> None:

@@ -212,7 +212,7 @@ def _record(content: str) -> dict[str, Any]:
 
 
 def _returned(content: str) -> tuple[str, str]:
-    """A tool message's kind and text: the loop's answer to a refused batch (loop.py, `return_refusal`), or a result."""
+    """A tool message's kind and text: the loop's answer to a refused batch (loop_refusals.py), or a result."""
     value = _record(content)
     for kind in ("refused", "not_run"):
         if set(value) == {kind} and isinstance(value[kind], str):
