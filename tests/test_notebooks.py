@@ -16,6 +16,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from agentlab.scenarios import SCENARIOS
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 STUDENT_WORK = NOTEBOOKS / "exercises"  # the learners' own copies: never executed or compared here
@@ -32,8 +34,13 @@ SERIES = (
     "08_tutorial_weather",
     "09a_approval",
     "09b_write_budget",
+    "09c_at_most_once",
+    "09d_whole_or_nothing",
     "11_recovery",
 )
+# The lessons of the series' pattern: a demonstration, the reference check, a playground, "without the rule".
+# (00 is the map, 10 the real-model notebook.)
+LESSONS = tuple(name for name in SERIES if not name.startswith(("00", "10")))
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 # nbval markers that weaken a cell's check; a cell using one must say why in a comment of its own.
 WEAKENING = {"NBVAL_SKIP", "NBVAL_IGNORE_OUTPUT", "nbval-skip", "nbval-ignore-output"}
@@ -57,6 +64,18 @@ NOTEBOOK_PARAMS = [pytest.param(path, id=str(path.relative_to(ROOT))) for path i
 def test_the_series_is_all_there() -> None:
     names = {path.stem for path in NOTEBOOKS.glob("*.ipynb")}
     assert set(SERIES) <= names, f"missing from notebooks/: {sorted(set(SERIES) - names)}"
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_each_lesson_runs_its_reference_check_and_shows_a_playground(name: str) -> None:
+    """The series' pattern, kept when a notebook is split or added: `await verify(...)` and `playground(...)`."""
+    sources = "\n".join(cell.source for cell in code_cells(NOTEBOOKS / f"{name}.ipynb"))
+    assert "await verify(" in sources, f"{name} runs no reference check from agentlab.behaviours"
+    shown = re.findall(r"playground\(\"(\w+)\"", sources)
+    assert shown and set(shown) <= set(SCENARIOS), f"{name} shows no playground of agentlab.scenarios: {shown}"
+    markdown = "\n".join(cell.source for cell in nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4).cells)
+    if not name.startswith("08"):  # the tutorial tests its boundaries instead
+        assert "## Without the rule" in markdown, f"{name} has no section 'Without the rule'"
 
 
 def test_nbval_collects_every_cell_of_every_notebook() -> None:
