@@ -98,7 +98,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     grader.add_argument("folder", help="one .py file or workbook per student, or one subfolder per student")
     grader.add_argument("--out", default=None, help="where to write grades.csv and the feedback (FOLDER-grades)")
-    grader.add_argument("--step", choices=STEPS, help="only the behaviours of one workbook step (default: all)")
+    grader.add_argument(
+        "--step", choices=STEPS + EXTRA_STEPS, help="only the behaviours of one step (default: every workbook step)"
+    )
     grader.add_argument("--jobs", type=int, default=None, help="submissions graded at once (default: CPU count)")
     grader.add_argument("--bound-s", type=float, default=None, help="give up on a behaviour after this long (4)")
     grader.set_defaults(handler=_grade)

@@ -35,7 +35,7 @@ def no_leaked_threads():
 @pytest.fixture
 def masked() -> Callable[[str], str]:
     """Text as nbval compares it: with tests/nbval_sanitize.cfg's regexes applied (a trace's measured time masked)."""
-    cfg = (Path(__file__).parent / "nbval_sanitize.cfg").read_text()
+    cfg = (Path(__file__).parent / "nbval_sanitize.cfg").read_text(encoding="utf-8")
     rules = re.findall(r"^regex: (.*)\nreplace: (.*)$", cfg, re.M)
 
     def mask(text: str) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agentlab.__main__ import main
-from agentlab.behaviours import Names, select
+from agentlab.behaviours import EXTRA_STEPS, Names, select
 from agentlab.classroom.grading import Limits, grade, grade_class
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -152,6 +152,18 @@ def test_cli_grade_writes_the_csv_and_says_where(tmp_path, capsys) -> None:
     out = capsys.readouterr().out
     assert "ada: 2/2" in out and str(tmp_path / "out" / "grades.csv") in out
     assert main(["grade", str(tmp_path / "nothing")]) == 2
+
+
+@pytest.mark.parametrize("step", EXTRA_STEPS)
+def test_cli_grade_takes_the_steps_check_takes(tmp_path, capsys, step) -> None:
+    """The steps past the exercise (writes, recovery): `check --step` had them and `grade --step` refused them."""
+    folder = tmp_path / "class"
+    write(folder, "ada.py", RIGHT.read_text(encoding="utf-8"))  # a loop of the exercise: it need not pass them
+    assert main(["grade", str(folder), "--step", step, "--out", str(tmp_path / "out")]) == 0
+    assert f"/{len(select(step))}\n" in capsys.readouterr().out
+    with (tmp_path / "out" / "grades.csv").open(encoding="utf-8") as file:
+        columns = next(csv.reader(file))
+    assert columns[2 : 2 + len(select(step))] == [b.key for b in select(step)]
 
 
 def test_cli_checks_workbook_6_on_its_writes_step(capsys) -> None:

@@ -49,8 +49,18 @@ def lookup(book: str, call_id: str) -> dict:
     return {"id": call_id, "name": "lookup", "args": {"id": book}}
 
 
+# A stalled reply holds its request for 60 s (agentlab/models/loopback.py): one still running after
+# ABANDONED_WITHIN_S was not abandoned. Loose on purpose (the figure itself is benchmarks/stall.py's): on a loaded
+# machine a run that stopped at once was seen to take over 5 s.
+ABANDONED_WITHIN_S = 20
+# The loop's default deadline (5 s) is not what these tests test, and a loaded machine was seen to pass it
+# between two scripted turns (a DeadlineError with the first turn's usage only): they get a generous one.
+RUN_TIMEOUT_MS = 60_000
+
+
 async def run(kind: str, *replies: Reply, **limits):
     """Run the loop with the adapter of `kind` against a server scripted with `replies`; (result or error, server)."""
+    limits.setdefault("timeout_ms", RUN_TIMEOUT_MS)
     _, client_for, adapter = PROVIDERS[kind]
     with LoopbackServer(*replies) as server:
         async with client_for(server) as client:
@@ -152,7 +162,7 @@ async def test_the_deadline_holds_against_a_server_that_stalls_mid_response(kind
     error, _ = await run(kind, Reply(reply(text="never").body, stall=True), timeout_ms=200)
     took = time.monotonic() - started
     assert isinstance(error, DeadlineError)
-    assert took < 5  # generous: the figure is benchmarks/stall.py's; the server would stall 60 s
+    assert took < ABANDONED_WITHIN_S  # generous: the figure is benchmarks/stall.py's; the server stalls 60 s
 
 
 @pytest.mark.parametrize("kind", sorted(PROVIDERS))
@@ -165,7 +175,7 @@ async def test_stop_abandons_the_request(kind):
             started = time.monotonic()
             with pytest.raises(AbortError):
                 await adapter(client, "m", lookup_tools())([{"role": "user", "content": "hi"}], controller.signal)
-            assert time.monotonic() - started < 5
+            assert time.monotonic() - started < ABANDONED_WITHIN_S
 
 
 @pytest.mark.parametrize("kind", sorted(PROVIDERS))
@@ -236,5 +246,5 @@ async def test_a_refused_answer_still_counts_its_tokens(kind):
         kind, {"stop_reason": "max_tokens"}
     )
     error, _ = await run(kind, reply(calls=[lookup("A", "call_1")]), reply(text="A is", usage=(300, 4096), **cut))
-    assert isinstance(error, ModelOutputError) and "incomplete output" in str(error)
+    assert isinstance(error, ModelOutputError) and "incomplete output" in str(error), repr(error)
     assert (error.usage.input_tokens, error.usage.output_tokens) == (320, 4101)

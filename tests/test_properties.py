@@ -14,11 +14,14 @@ so CI always runs the same ones; the long random campaign is `make soak`.
 from __future__ import annotations
 
 import os
+import threading
+import time
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentlab.testing.adversaries import Scenario, run_scenarios, scenarios
+from agentlab.testing.adversaries import Scenario, run_queue_waits, run_scenarios, scenarios, waited_for_cpu
 
 # How many examples each test runs is scaled by AGENTLAB_PROPERTY_SCALE (1 = the CI default).
 SCALE = float(os.environ.get("AGENTLAB_PROPERTY_SCALE", "1"))
@@ -68,3 +71,21 @@ def test_the_loop_holds_when_the_deadline_is_zero_or_nearly(batch: list[Scenario
 def test_the_loop_holds_against_one_adversary_alone(scenario: Scenario) -> None:
     """Alone on its event loop, a run is also checked for the time it spends inspecting a hostile decision."""
     holds([scenario])
+
+
+# -- what the soak takes off a run's time on a busy host, and what it never does ------------------------------
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/schedstat"), reason="the kernel reports no run-queue waits")
+def test_time_spent_asleep_is_never_taken_off_as_waiting_for_a_cpu() -> None:
+    before = run_queue_waits()
+    time.sleep(0.5)  # a loop that sleeps past its deadline must still be blamed: sleeping is not being kept off a CPU
+    after = run_queue_waits()
+    assert threading.get_native_id() in after
+    assert 0.0 <= waited_for_cpu(before, after) < 0.25
+
+
+def test_waiting_for_a_cpu_is_the_longest_wait_of_one_thread_not_the_sum() -> None:
+    assert waited_for_cpu({1: 2.0, 2: 5.0}, {1: 2.3, 2: 5.1}) == pytest.approx(0.3)  # they may have waited at once
+    assert waited_for_cpu({1: 2.0}, {1: 2.0, 3: 0.4}) == pytest.approx(0.4)  # a thread started since counts from 0
+    assert waited_for_cpu({1: 2.0}, {}) == 0.0

@@ -91,6 +91,21 @@ async def test_refused_calls_are_marked_as_never_run() -> None:
     assert "calls 0 / 8" in render_text(error)
 
 
+@pytest.mark.parametrize(
+    ("sent", "shown"),
+    [({}, "(no id)"), ({"id": None}, "(no id)"), ({"id": ""}, "(empty id)"), ({"id": 7}, "(id 7, not a string)")],
+)
+async def test_a_refused_call_without_a_usable_id_says_so(sent, shown) -> None:
+    bad = {"name": "lookup", "args": {"id": "A"}} | sent
+    error = await outcome_of(agent_loop("q", Scripted({"kind": "tools", "calls": [bad]}), lookup_tools()))
+    assert f"refused call {shown}: lookup" in render_text(error) and "call None" not in render_text(error)
+    assert f"{html.escape(shown)}</span>" in render_html(error)
+    returned = await agent_loop(
+        "q", Scripted({"kind": "tools", "calls": [bad]}, final("ok")), lookup_tools(), max_refusals=1
+    )
+    assert "call refused-1-1: lookup" in render_text(returned)  # returned to the model: the id the loop used
+
+
 async def test_a_refused_final_answer_and_the_output_gauge() -> None:
     error = await run_scenario("limits", answer_size=900)
     assert "refused final answer (900 chars)" in render_text(error)

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
-import re
 import time
-from pathlib import Path
 
 import pytest
 
@@ -178,21 +175,12 @@ async def test_dragging_a_slider_over_a_blocking_model_never_freezes_the_caller(
     assert "model_delay_ms=100" in pg.view.value
 
 
-def sanitized(output: str) -> str:
-    """An output with what nbval masks in the saved notebooks masked (tests/nbval_sanitize.cfg): its own rules."""
-    lines = (Path(__file__).parent / "nbval_sanitize.cfg").read_text(encoding="utf-8").splitlines()
-    for pattern, replacement in itertools.pairwise(lines):
-        if pattern.startswith("regex: ") and replacement.startswith("replace: "):
-            output = re.sub(pattern[len("regex: ") :], replacement[len("replace: ") :], output)
-    return output
-
-
-async def test_the_mimebundle_carries_a_static_snapshot_of_the_last_run() -> None:
+async def test_the_mimebundle_carries_a_static_snapshot_of_the_last_run(masked) -> None:
     first, second = playground("budgets", max_calls=5), playground("budgets", max_calls=5)
     bundle = first._repr_mimebundle_()
     assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == first.box.model_id
     # deterministic, whatever the widget ids, once the time each run measured is masked as nbval masks it
-    assert sanitized(bundle["text/html"]) == sanitized(second._repr_mimebundle_()["text/html"])
+    assert masked(bundle["text/html"]) == masked(second._repr_mimebundle_()["text/html"])
     assert bundle["text/plain"] == second._repr_mimebundle_()["text/plain"]
     assert bundle["text/html"] == render_view(first.scenario, first.settings(), first.outcome)
     assert bundle["text/plain"].splitlines()[:2] == [

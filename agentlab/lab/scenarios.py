@@ -527,7 +527,7 @@ def _build_write_budget(knobs: Mapping[str, int]) -> Agent:
 
 # 09c: at most once. The same reservation asked for again: the idempotency key decides what happens.
 
-KEYS = ("run-n/call id (default)", "order-7/reserve (the app's)")
+KEYS = ("run-n/<call id>", "order-7/reserve")  # the default key, and the application's
 IDS = ("fresh each time", "the same each time")
 
 

@@ -100,6 +100,16 @@ def steps(run: Any) -> list[Step]:
     return out
 
 
+def _proposed_id(call_id: Any) -> str:
+    """The id a refused proposal sent, as shown. The loop recorded none (the run stopped), so no stand-in: a
+    missing, empty or non-string id says so, rather than "None" or nothing at all."""
+    if isinstance(call_id, str) and call_id:
+        return call_id
+    if call_id is None:
+        return "(no id)"
+    return "(empty id)" if call_id == "" else f"(id {_json(call_id)}, not a string)"
+
+
 def _tokens(message: dict[str, Any]) -> str:
     usage = message.get("usage")
     if not isinstance(usage, dict):
@@ -117,7 +127,8 @@ def _stop_steps(error: BaseException, turns_in_history: int, pending: list[str])
     if isinstance(rejected, dict) and isinstance(rejected.get("calls"), list):
         for call in rejected["calls"]:
             if isinstance(call, dict):
-                out.append(Step("rejected", turn, _json(call.get("args")), str(call.get("id")), str(call.get("name"))))
+                shown = _proposed_id(call.get("id"))
+                out.append(Step("rejected", turn, _json(call.get("args")), shown, str(call.get("name"))))
             else:
                 out.append(Step("rejected", turn, _json(call)))
     elif isinstance(rejected, dict) and rejected.get("kind") == "final" and isinstance(rejected.get("text"), str):

@@ -122,6 +122,35 @@ class StallWatch:
 
 STALLS = StallWatch()
 
+# The threads a run's end waits on: the test's event loop, the cell-like thread and agent_loop_sync's own.
+RUN_THREADS = ("adversary cell", "agentlab agent_loop_sync")
+
+
+def run_queue_waits() -> dict[int, float]:
+    """Seconds each of this process's threads has spent ready to run but waiting for a CPU (Linux schedstat).
+
+    On a busy host a thread can be kept off the CPU in slices too short for `StallWatch` to notice, yet add up
+    to hundreds of milliseconds: time the loop was ready to act but not allowed to. Empty where the kernel
+    does not report it (then only `StallWatch`'s stalls are taken off).
+    """
+    waits: dict[int, float] = {}
+    names = {thread.native_id: thread.name for thread in threading.enumerate()}
+    for native_id, name in names.items():
+        if native_id is None or not (name in RUN_THREADS or native_id == threading.get_native_id()):
+            continue
+        try:
+            with open(f"/proc/self/task/{native_id}/schedstat") as stat:
+                waits[native_id] = int(stat.read().split()[1]) / 1e9
+        except (OSError, ValueError, IndexError):
+            continue
+    return waits
+
+
+def waited_for_cpu(before: dict[int, float], after: dict[int, float]) -> float:
+    """The longest any one run thread waited for a CPU between two `run_queue_waits` (a thread new since
+    `before` counts from zero). The longest, not the sum: the threads may have waited at the same time."""
+    return max((after[tid] - before.get(tid, 0.0) for tid in after), default=0.0)
+
 
 # -- the plan: plain data that hypothesis generates, shrinks and prints -----------------------
 
@@ -812,6 +841,7 @@ class World:
         self.inspect_from: float | None = None  # when a model handed over a decision of hostile size or hashing
         self.inspect_gap: float | None = None  # how long until the loop did anything after it
         self.alone = False
+        self.cpu_waits: dict[int, float] | None = None  # run_queue_waits() as the run started
 
     # -- bookkeeping shared by model and tools
 
@@ -1215,7 +1245,9 @@ class Report:
     loop_overrun_ms: float | None = None
     loop_abort_latency_ms: float | None = None
     timer_lateness_ms: float | None = None  # how late that plain timer ran, at the deadline
-    stalled_ms: float = 0.0  # how long the whole process was not running during the run (see STALL_S)
+    # how long the run could not run: the whole process stalled (see STALL_S), or the run's own threads were
+    # ready but waiting for a CPU (see run_queue_waits); whichever is longer
+    stalled_ms: float = 0.0
 
 
 def _task_factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
@@ -1281,6 +1313,7 @@ async def _play(world: World, margin_ms: float) -> Report:
 
     async def start() -> Any:  # the clocks start as the run does, even when the loop is busy starting others
         seen["started"] = time.perf_counter()
+        world.cpu_waits = run_queue_waits()
         sentinels.append(
             loop.call_later(scenario.timeout_ms / 1000, lambda: seen.setdefault("deadline", time.perf_counter()))
         )
@@ -1313,6 +1346,7 @@ async def _play(world: World, margin_ms: float) -> Report:
     except BaseException as error:
         outcome = error
     ended = time.perf_counter()
+    cpu_waits = run_queue_waits()
     world.event(ended)
     world.ended = True
     for sentinel in sentinels:
@@ -1327,7 +1361,8 @@ async def _play(world: World, margin_ms: float) -> Report:
     if controller is None and world.abort_at is not None and isinstance(outcome, asyncio.CancelledError):
         reason_object = outcome  # the caller cancelled the run: CancelledError is the right outcome
     report = Report(_outcome_name(outcome, reason_object), elapsed_ms=(ended - started) * 1000)
-    report.stalled_ms = STALLS.within(started, ended) * 1000
+    waited = waited_for_cpu(world.cpu_waits, cpu_waits) if world.cpu_waits is not None else 0.0
+    report.stalled_ms = max(STALLS.within(started, ended), waited) * 1000
     if isinstance(outcome, DeadlineError) and outcome.value == scenario.timeout_ms and outcome is not reason_object:
         report.overrun_ms = report.elapsed_ms - scenario.timeout_ms
     deadline = started + scenario.timeout_ms / 1000
@@ -1422,11 +1457,12 @@ def check(
         problems.append(
             f"the run took {report.elapsed_ms:.1f} ms with timeout_ms={scenario.timeout_ms} "
             f"({report.loop_overrun_ms or 0:.1f} ms after a plain timer for its deadline ran; "
-            f"the process stalled for {stalled:.1f} ms)"
+            f"it could not run for {stalled:.1f} ms: stalled or waiting for a CPU)"
         )
     latency = (report.abort_latency_ms or 0) - stalled
     if latency > HARD_MARGIN_MS or (report.loop_abort_latency_ms or 0) - stalled > margin_ms:
-        problems.append(f"the run ended {report.abort_latency_ms:.1f} ms after the abort ({stalled:.1f} ms of stalls)")
+        late = f"the run ended {report.abort_latency_ms:.1f} ms after the abort"
+        problems.append(f"{late} ({stalled:.1f} ms unable to run)")
     if world.alone and world.inspect_gap is not None and world.inspect_gap * 1000 - stalled > MARGIN_MS:
         problems.append(
             f"the loop spent {world.inspect_gap * 1000:.1f} ms on a decision of hostile size or hashing before "
