@@ -419,20 +419,20 @@ async def test_the_deadline_fires_promptly_against_a_model_that_ignores_the_sign
     with pytest.raises(DeadlineError, match="deadline"):
         await agent_loop("q", model, {}, timeout_ms=30)
     elapsed = (time.perf_counter() - started) * 1000
-    assert 29 <= elapsed < 30 + 250  # generous: a loaded CI machine
+    assert 29 <= elapsed < 30 + 1500  # generous: a loaded CI machine
     assert model.cancelled  # the abandoned task was cancelled and its finally ran
 
 
 async def test_the_deadline_holds_against_a_blocking_sync_model(no_leaked_threads) -> None:
     started = time.perf_counter()
     with pytest.raises(DeadlineError):
-        await agent_loop("q", Blocks(0.4), {}, timeout_ms=30)
-    assert (time.perf_counter() - started) < 0.3
+        await agent_loop("q", Blocks(1.0), {}, timeout_ms=30)
+    assert (time.perf_counter() - started) < 0.9  # not the model's 1 s (generous: a loaded CI machine)
 
 
 async def test_the_deadline_covers_a_blocking_sync_tool() -> None:
     def run(value):
-        time.sleep(0.4)
+        time.sleep(1.0)
         return "late"
 
     started = time.perf_counter()
@@ -440,7 +440,7 @@ async def test_the_deadline_covers_a_blocking_sync_tool() -> None:
         await agent_loop(
             "q", Scripted(calls(LOOKUP_A)), {"lookup": Tool(validate=parse_lookup_args, run=run)}, timeout_ms=30
         )
-    assert (time.perf_counter() - started) < 0.3
+    assert (time.perf_counter() - started) < 0.9  # not the tool's 1 s
     assert raised.value.usage.calls == 1
 
 
@@ -452,7 +452,7 @@ async def test_on_the_deadline_the_signal_is_aborted_with_the_deadline_error() -
         await asyncio.sleep(10)
 
     with pytest.raises(DeadlineError) as raised:
-        await agent_loop("q", model, {}, timeout_ms=10)
+        await agent_loop("q", model, {}, timeout_ms=200)  # time enough to reach the model on a loaded machine
     assert signals[0].aborted and signals[0].reason is raised.value
 
 
@@ -468,7 +468,7 @@ async def test_a_callee_that_swallows_cancellation_is_abandoned_after_the_grace(
     started = time.perf_counter()
     with pytest.raises(DeadlineError):
         await agent_loop("q", stubborn, {}, timeout_ms=20)
-    assert (time.perf_counter() - started) * 1000 < 20 + CANCEL_GRACE_MS + 250
+    assert (time.perf_counter() - started) * 1000 < 20 + CANCEL_GRACE_MS + 1500
     stop.set()
     await asyncio.sleep(0.02)
 
@@ -484,14 +484,14 @@ async def test_an_abort_in_flight_raises_its_own_reason_promptly() -> None:
     with pytest.raises(RuntimeError) as raised:
         await agent_loop("q", NeverAnswers(), {}, signal=controller.signal)
     assert raised.value is reason
-    assert (time.perf_counter() - started) < 0.3
+    assert (time.perf_counter() - started) < 2.0  # NeverAnswers never does: only the abort ends it
 
 
 async def test_an_abort_from_another_thread_stops_a_blocking_model() -> None:
     controller = AbortController()
     threading.Timer(0.02, controller.abort).start()
     with pytest.raises(AbortError, match="aborted") as raised:
-        await agent_loop("q", Blocks(0.3), {}, signal=controller.signal)
+        await agent_loop("q", Blocks(1.0), {}, signal=controller.signal)
     assert raised.value.history == [{"role": "user", "content": "q"}]
 
 
@@ -525,8 +525,8 @@ async def test_agent_loop_sync_works_inside_a_running_event_loop() -> None:
 def test_agent_loop_sync_returns_on_time_with_a_blocking_model() -> None:
     started = time.perf_counter()
     with pytest.raises(DeadlineError):
-        agent_loop_sync("q", Blocks(2), {}, timeout_ms=30)
-    assert time.perf_counter() - started < 0.5
+        agent_loop_sync("q", Blocks(3), {}, timeout_ms=30)
+    assert time.perf_counter() - started < 2.0  # not the model's 3 s
 
 
 def test_agent_loop_sync_passes_the_callers_abort_through() -> None:

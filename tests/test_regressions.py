@@ -157,16 +157,17 @@ async def test_an_abort_reason_keeps_the_history_it_was_raised_with_while_the_ab
     # records its result, then meets the aborted signal again and must not rewrite the reason the run raised.
     loop = asyncio.get_running_loop()
 
+    controller = AbortController()
+
     async def deaf_write(value, signal):
-        until = loop.time() + 0.05
+        loop.call_later(0.01, controller.abort, AbortError("aborted: stop"))  # once it runs: not on a timer from
+        until = loop.time() + 0.05  # the start, which a loaded machine may reach before the write began
         while loop.time() < until:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.sleep(0.002)
         return None
 
     tools = {"w": Tool(validate=lambda args: None, run=deaf_write, writes=True)}
-    controller = AbortController()
-    loop.call_later(0.01, controller.abort, AbortError("aborted: stop"))
     with pytest.raises(AbortError) as raised:
         await agent_loop(
             "q",

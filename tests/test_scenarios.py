@@ -161,9 +161,9 @@ async def test_a_write_stopped_by_the_deadline_says_what_became_of_it(settings: 
 
 async def test_the_deadline_holds_against_the_blocking_model_too() -> None:
     started = time.perf_counter()
-    outcome = await run_scenario("deadline", blocking=1, timeout_ms=100, model_delay_ms=1000)
+    outcome = await run_scenario("deadline", blocking=1, timeout_ms=100, model_delay_ms=1500)
     assert isinstance(outcome, DeadlineError)
-    assert time.perf_counter() - started < 0.6
+    assert time.perf_counter() - started < 1.2  # not the model's 1.5 s
 
 
 async def test_a_signal_stops_a_slow_run_and_its_reason_is_returned() -> None:
@@ -172,7 +172,7 @@ async def test_a_signal_stops_a_slow_run_and_its_reason_is_returned() -> None:
     started = time.perf_counter()
     outcome = await run_scenario("limits", model_delay_ms=5000, signal=controller.signal)
     assert str(outcome) == "aborted: stopped by the test"
-    assert time.perf_counter() - started < 1
+    assert time.perf_counter() - started < 3  # not the model's 5 s
 
 
 @pytest.mark.parametrize(

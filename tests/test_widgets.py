@@ -165,14 +165,14 @@ async def test_a_new_run_cancels_the_one_in_flight() -> None:
 async def test_dragging_a_slider_over_a_blocking_model_never_freezes_the_caller() -> None:
     pg = playground("deadline", timeout_ms=5000, blocking=1, model_delay_ms=0)
     started = time.perf_counter()
-    for delay in range(20, 120, 20):  # five changes in a row, as a drag sends them
+    for delay in range(200, 1200, 200):  # five changes in a row, as a drag sends them: 3 s of blocking in all
         pg.controls["model_delay_ms"].value = delay
     tick = time.perf_counter()
     await asyncio.sleep(0.01)  # the caller's event loop still turns while the model blocks its thread
-    assert time.perf_counter() - tick < 0.2 and tick - started < 0.2
-    await asyncio.wait_for(pg.settled(), 3)
+    assert time.perf_counter() - tick < 1.0 and tick - started < 1.0  # generous: a loaded CI machine
+    await asyncio.wait_for(pg.settled(), 10)
     assert pg.status == "✓ answered: A: The Pragmatic Programmer (on the shelf)"
-    assert "model_delay_ms=100" in pg.view.value
+    assert "model_delay_ms=1000" in pg.view.value
 
 
 async def test_the_mimebundle_carries_a_static_snapshot_of_the_last_run(masked) -> None:

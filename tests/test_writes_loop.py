@@ -159,7 +159,7 @@ async def test_waiting_for_approval_counts_against_the_deadline() -> None:
     started = time.perf_counter()
     with pytest.raises(DeadlineError):
         await agent_loop("q", Scripted(calls(WRITE)), shop(log), approve=never_answers, timeout_ms=30)
-    assert time.perf_counter() - started < 0.3 and log == []
+    assert time.perf_counter() - started < 2.0 and log == []  # not forever
 
 
 async def test_no_write_starts_after_the_deadline_even_if_approval_came_late() -> None:
@@ -178,7 +178,8 @@ async def test_no_write_starts_after_the_deadline_even_if_approval_came_late() -
 async def test_a_write_stopped_by_the_deadline_rolls_back_and_the_history_says_so() -> None:
     log: list = []
     with pytest.raises(DeadlineError) as raised:
-        await agent_loop("q", Scripted(calls(WRITE)), shop(log, delay_s=0.2), approve=lambda c: True, timeout_ms=40)
+        # The write must have started before the deadline (a loaded machine takes its time to get there): it runs 5 s
+        await agent_loop("q", Scripted(calls(WRITE)), shop(log, delay_s=5), approve=lambda c: True, timeout_ms=1000)
     assert log == [("rolled back", "w1")]
     last = raised.value.history[-1]
     assert last["call_id"] == "w1" and json.loads(last["content"])["rolled_back"] is True
@@ -186,25 +187,26 @@ async def test_a_write_stopped_by_the_deadline_rolls_back_and_the_history_says_s
 
 async def test_a_write_that_commits_after_the_deadline_is_recorded_as_applied() -> None:
     log: list = []
-    tools = shop(log, delay_s=0.08, honour_signal=False)
+    tools = shop(log, delay_s=1.0, honour_signal=False)  # starts well before the deadline, ends well after it
     with pytest.raises(DeadlineError) as raised:
         await agent_loop(
             "q",
             Scripted(calls(WRITE, call("reserve", {"id": "B"}, "w2"))),
             tools,
             approve=lambda c: True,
-            timeout_ms=20,
+            timeout_ms=500,
+            write_grace_ms=5000,
         )
     assert log == [("reserve", "A", "w1")]  # committed whole; the second write never started
     assert raised.value.history[-1] == {"role": "tool", "call_id": "w1", "content": '{"reserved":"A"}'}
 
 
 async def test_a_write_that_outlives_the_grace_is_recorded_as_unknown() -> None:
-    tools = shop([], delay_s=0.3, honour_signal=False)
+    tools = shop([], delay_s=1.0, honour_signal=False)  # starts well before the deadline, outlives its grace
     with pytest.raises(DeadlineError, match="up to write_grace_ms=30 more") as raised:
-        await agent_loop("q", Scripted(calls(WRITE)), tools, approve=lambda c: True, timeout_ms=20, write_grace_ms=30)
+        await agent_loop("q", Scripted(calls(WRITE)), tools, approve=lambda c: True, timeout_ms=500, write_grace_ms=30)
     assert json.loads(raised.value.history[-1]["content"])["outcome"] == "unknown"
-    await asyncio.sleep(0.35)  # let the abandoned write finish before the test's loop closes
+    await asyncio.sleep(0.8)  # let the abandoned write finish before the test's loop closes
 
 
 async def test_an_abort_mid_write_rolls_back_too() -> None:
