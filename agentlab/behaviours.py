@@ -1942,8 +1942,8 @@ async def approval_before_each_write(agent_loop: AgentLoop) -> None:
         keys = [event[1] for event in events if event[0] == "start"]
         if set(keys) - {_wid("w_10"), _wid("w_1"), _wid("w_100")}:
             raise BehaviourFailed(
-                "each write's run to get its ToolCall as its third argument, whose id is the call's own id (the "
-                "write's idempotency key): run(value, signal, call)",
+                "each write's run to get its ToolCall as its third argument, whose id is the call's own id (what "
+                "a store makes the write's idempotency key from): run(value, signal, call)",
                 f"the writes' runs were given, as their call, {keys}",
                 "no_key",
             )

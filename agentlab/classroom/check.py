@@ -1162,8 +1162,8 @@ HINTS.update(
         ),
         "approval_before_each_write/no_key": (
             "Pass an approved write's run its call as the third argument: call(checked.tool.run, checked.value, "
-            "signal, ToolCall(checked.id, checked.name, copy of checked.args)). The call id is the write's "
-            "idempotency key: with it, the tool can tell a retried call from a new one."
+            "signal, ToolCall(checked.id, checked.name, copy of checked.args)). A store makes the "
+            "write's idempotency key from the call id: with it, the tool can tell a retried call from a new one."
         ),
         "approval_before_each_write/approve_ids": (
             "Ask the policy once per write, with that write's own call: approve(ToolCall(checked.id, checked.name, "
@@ -1188,7 +1188,7 @@ HINTS.update(
         "approval_before_each_write/*:raised": (
             "Accept every answer a policy may give: True, or Approval(True); a plain function policy too (call it "
             "with `call`). Then pass the write's run its ToolCall as the third argument: call(run, value, signal, "
-            "tool_call). Its id is the write's idempotency key."
+            "tool_call). A store makes the write's idempotency key from its id."
         ),
         "denial_is_the_result/denied_ran": (
             "A denied write must not run: on False or Approval(False, reason), skip run and go on with the batch."
