@@ -246,10 +246,10 @@ TOOL_ARGS: tuple[tuple[str, dict[str, Any]], ...] = (
     ('{"id": "A"} (valid)', {"id": "A"}),
     ('{"id": 7} (a number)', {"id": 7}),
     ("{} (no id)", {}),
-    ('{"id": "A", "admin": true} (an extra key)', {"id": "A", "admin": True}),
+    ('{"id": "A", "admin": true} (extra key)', {"id": "A", "admin": True}),
     ('{"id": ""} (empty)', {"id": ""}),
     ('{"id": "xxx…"} (65 characters)', {"id": "x" * 65}),
-    ('{"id": "Z"} (valid, not in the catalogue)', {"id": "Z"}),
+    ('{"id": "Z"} (valid, unknown book)', {"id": "Z"}),
 )
 
 

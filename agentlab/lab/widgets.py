@@ -228,10 +228,13 @@ class Playground:
         return value
 
     def _control(self, name: str, value: int) -> widgets.ValueWidget:
-        # two columns of 30em sit side by side in a notebook on a 1280 px laptop screen, and a 16em label holds
-        # the longest one ("reuse id c1 on turn (0: never)")
-        style = {"description_width": "16em"}
-        layout = widgets.Layout(width="30em")
+        # The two columns (60em in all) sit side by side in a notebook on a 1280 px laptop screen. The loop's
+        # limits have short labels (9em holds "write_grace_ms"); the scenario's need 16em ("reuse id c1 on turn
+        # (0: never)"), and its wider column leaves a dropdown room for its longest choice.
+        if name in LIMIT_NAMES or name in self.scenario.loop_knobs:
+            style, layout = {"description_width": "9em"}, widgets.Layout(width="23em")
+        else:
+            style, layout = {"description_width": "16em"}, widgets.Layout(width="37em")
         knob = next((knob for knob in self.scenario.knobs if knob.name == name), None)
         if knob is None:
             least, step = _LIMIT_RANGES[name]
