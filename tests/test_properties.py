@@ -21,7 +21,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentlab.testing.adversaries import Scenario, run_queue_waits, run_scenarios, scenarios, waited_for_cpu
+from agentlab.testing.adversaries import (
+    AbortPlan,
+    ModelTurn,
+    Scenario,
+    Timing,
+    own_run_queue_wait,
+    run_queue_waits,
+    run_scenarios,
+    scenarios,
+    waited_for_cpu,
+)
 
 # How many examples each test runs is scaled by AGENTLAB_PROPERTY_SCALE (1 = the CI default).
 SCALE = float(os.environ.get("AGENTLAB_PROPERTY_SCALE", "1"))
@@ -89,3 +99,19 @@ def test_waiting_for_a_cpu_is_the_longest_wait_of_one_thread_not_the_sum() -> No
     assert waited_for_cpu({1: 2.0, 2: 5.0}, {1: 2.3, 2: 5.1}) == pytest.approx(0.3)  # they may have waited at once
     assert waited_for_cpu({1: 2.0}, {1: 2.0, 3: 0.4}) == pytest.approx(0.4)  # a thread started since counts from 0
     assert waited_for_cpu({1: 2.0}, {}) == 0.0
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/schedstat"), reason="the kernel reports no run-queue waits")
+def test_the_aborting_threads_own_wait_is_measured_and_sleeping_is_not_part_of_it() -> None:
+    # An abort from another thread is delivered by that thread: on a loaded host it can wait for a CPU (holding the
+    # GIL) before the loop is even woken, and the soak takes that wait off the abort's latency, as it does a stall.
+    before = own_run_queue_wait()
+    time.sleep(0.3)
+    assert 0.0 <= own_run_queue_wait() - before < 0.2
+    never = (ModelTurn({"kind": "final", "text": "never"}, Timing("never")),)  # only the abort ends it
+    scenario = Scenario(never, abort=AbortPlan(5, from_thread=True), listeners=("block", "raise"), timeout_ms=2000)
+    [report] = run_scenarios([scenario])
+    assert report.violations == [] and report.outcome == "abort reason"
+    assert (
+        report.abort_latency_ms is not None and report.stalled_ms < 100
+    )  # the listener's 100 ms sleep is not taken off

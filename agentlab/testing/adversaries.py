@@ -146,6 +146,15 @@ def run_queue_waits() -> dict[int, float]:
     return waits
 
 
+def own_run_queue_wait() -> float:
+    """Seconds the calling thread has spent ready to run but waiting for a CPU (0.0 where not reported)."""
+    try:
+        with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as stat:
+            return int(stat.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def waited_for_cpu(before: dict[int, float], after: dict[int, float]) -> float:
     """The longest any one run thread waited for a CPU between two `run_queue_waits` (a thread new since
     `before` counts from zero). The longest, not the sum: the threads may have waited at the same time."""
@@ -842,6 +851,7 @@ class World:
         self.inspect_gap: float | None = None  # how long until the loop did anything after it
         self.alone = False
         self.cpu_waits: dict[int, float] | None = None  # run_queue_waits() as the run started
+        self.aborter_waited = 0.0  # how long the aborting thread waited for a CPU before the loop was woken
 
     # -- bookkeeping shared by model and tools
 
@@ -1148,6 +1158,13 @@ LISTENERS: dict[str, Callable[[BaseException], Any]] = {
 }
 
 
+def _aborter_woke_the_loop(world: World, aborting: dict[str, float]) -> None:
+    """Take the aborting thread's CPU wait since abort() began, once: time the loop could not have acted."""
+    if "from" in aborting and "woke" not in aborting:
+        aborting["woke"] = 1.0
+        world.aborter_waited = own_run_queue_wait() - aborting["from"]
+
+
 def _call_soon_threadsafe(loop: asyncio.AbstractEventLoop, callback: Callable[[], Any]) -> None:
     with contextlib.suppress(RuntimeError):  # the loop is closed: the run is long over
         loop.call_soon_threadsafe(callback)
@@ -1291,9 +1308,13 @@ async def _play(world: World, margin_ms: float) -> Report:
     model = world.model()
     tools = {name: world.tool(name, plan) for name, plan in scenario.tools}
     controller = AbortController() if scenario.abort is not None and scenario.abort.reason != "cancel" else None
+    aborting: dict[str, float] = {}  # the aborting thread's CPU wait as abort() began
     if controller is not None:
         for tag in scenario.listeners:
             controller.signal.add_callback(LISTENERS[tag])
+        # Just after the loop's own wake-up (which the loop puts first): until then the abort was the aborting
+        # thread's to deliver, and a loaded host may keep that thread, holding the GIL, off the CPU for a while.
+        controller.signal.add_callback(lambda reason: _aborter_woke_the_loop(world, aborting), first=True)
     lie: Callable[[Any], Any] = (lambda value: value) if not scenario.lying else LyingInt
     options = dict(
         max_turns=lie(scenario.max_turns),
@@ -1327,6 +1348,7 @@ async def _play(world: World, margin_ms: float) -> Report:
         reason = ABORT_REASONS[scenario.abort.reason]() if controller is not None else None
 
         def abort() -> None:
+            aborting["from"] = own_run_queue_wait()
             world.abort_at = time.perf_counter()
             _call_soon_threadsafe(loop, lambda: seen.setdefault("abort", time.perf_counter()))
             if controller is not None:
@@ -1335,6 +1357,7 @@ async def _play(world: World, margin_ms: float) -> Report:
                 _interrupt(cell)
             else:
                 _call_soon_threadsafe(loop, run.cancel)
+            _aborter_woke_the_loop(world, aborting)  # where no listener did it
 
         delay = scenario.abort.at_ms / 1000
         timer = threading.Timer(delay, abort) if scenario.abort.from_thread else loop.call_later(delay, abort)
@@ -1362,7 +1385,7 @@ async def _play(world: World, margin_ms: float) -> Report:
         reason_object = outcome  # the caller cancelled the run: CancelledError is the right outcome
     report = Report(_outcome_name(outcome, reason_object), elapsed_ms=(ended - started) * 1000)
     waited = waited_for_cpu(world.cpu_waits, cpu_waits) if world.cpu_waits is not None else 0.0
-    report.stalled_ms = max(STALLS.within(started, ended), waited) * 1000
+    report.stalled_ms = max(STALLS.within(started, ended), waited, world.aborter_waited) * 1000
     if isinstance(outcome, DeadlineError) and outcome.value == scenario.timeout_ms and outcome is not reason_object:
         report.overrun_ms = report.elapsed_ms - scenario.timeout_ms
     deadline = started + scenario.timeout_ms / 1000
