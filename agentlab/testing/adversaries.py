@@ -138,21 +138,24 @@ def run_queue_waits() -> dict[int, float]:
     for native_id, name in names.items():
         if native_id is None or not (name in RUN_THREADS or native_id == threading.get_native_id()):
             continue
-        try:
-            with open(f"/proc/self/task/{native_id}/schedstat") as stat:
-                waits[native_id] = int(stat.read().split()[1]) / 1e9
-        except (OSError, ValueError, IndexError):
-            continue
+        wait = _run_queue_wait(native_id)
+        if wait is not None:
+            waits[native_id] = wait
     return waits
 
 
 def own_run_queue_wait() -> float:
     """Seconds the calling thread has spent ready to run but waiting for a CPU (0.0 where not reported)."""
+    return _run_queue_wait(threading.get_native_id()) or 0.0
+
+
+def _run_queue_wait(native_id: int) -> float | None:
+    """One thread's run-queue wait in seconds, from /proc/self/task/<id>/schedstat; None if not reported."""
     try:
-        with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as stat:
+        with open(f"/proc/self/task/{native_id}/schedstat") as stat:
             return int(stat.read().split()[1]) / 1e9
     except (OSError, ValueError, IndexError):
-        return 0.0
+        return None
 
 
 def waited_for_cpu(before: dict[int, float], after: dict[int, float]) -> float:
@@ -1161,8 +1164,8 @@ LISTENERS: dict[str, Callable[[BaseException], Any]] = {
 def _aborter_woke_the_loop(world: World, aborting: dict[str, float]) -> None:
     """Take the aborting thread's CPU wait since abort() began, once: time the loop could not have acted."""
     if "from" in aborting and "woke" not in aborting:
-        aborting["woke"] = 1.0
-        world.aborter_waited = own_run_queue_wait() - aborting["from"]
+        aborting["woke"] = own_run_queue_wait()
+        world.aborter_waited = aborting["woke"] - aborting["from"]
 
 
 def _call_soon_threadsafe(loop: asyncio.AbstractEventLoop, callback: Callable[[], Any]) -> None:
