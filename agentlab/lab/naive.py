@@ -116,6 +116,9 @@ def _watched_model(model: Any, watch: _Watch, signal: AbortSignal | None) -> Cal
     callee = Callee(model, 2, "model")
 
     async def watched(messages: Any, *_: Any) -> Any:
+        # A model that answers at once never lets the event loop run: without this await, a naive loop that never
+        # ends would never let the bound (or Stop) through, and would spin its thread for ever.
+        await asyncio.sleep(0)
         watch.turns += 1
         watch.seen, watch.last = _plain(messages), None
         decision = await _stoppable(callee(messages, signal), signal)
