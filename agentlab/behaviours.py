@@ -21,6 +21,7 @@ import json
 import random
 import re
 import string
+import textwrap
 import time
 import weakref
 from collections import defaultdict
@@ -63,7 +64,7 @@ class Behaviour:
         await self.check(agent_loop)
 
 
-STEPS = ("basics", "checks", "budgets", "deadline", "limits")
+STEPS = ("basics", "shapes", "checks", "budgets", "deadline", "limits")
 # Steps beyond the workbooks (each appends itself at the end of this file): asked for by name, never part of
 # "every step", so that a loop written for the workbooks is not failed for an option it was never asked for.
 EXTRA_STEPS: tuple[str, ...] = ()
@@ -514,7 +515,7 @@ async def tool_and_turn_budgets(agent_loop: AgentLoop) -> None:
 
 
 async def duplicate_call_id(agent_loop: AgentLoop) -> None:
-    """A repeated call id is rejected."""
+    """A repeated call id is refused."""
 
     async def model(messages: Any, signal: Any = None) -> dict[str, Any]:
         return {"kind": "tools", "calls": [{"id": "same", "name": _names.tool, "args": {"id": "A"}}]}
@@ -1409,7 +1410,7 @@ RULES: tuple[Behaviour, ...] = (
     _behaviour(results_in_call_order, "basics"),
     _behaviour(compact_json_results, "basics"),
     _behaviour(model_sees_snapshot, "basics"),
-    _behaviour(malformed_decisions, "checks"),
+    _behaviour(malformed_decisions, "shapes"),
     _behaviour(inherited_names_refused, "checks"),
     _behaviour(batch_checked_whole, "checks"),
     _behaviour(args_copied_at_boundary, "checks"),
@@ -1443,14 +1444,27 @@ def select(step: str | None = None, reference_only: bool = False) -> Sequence[Be
     return [b for b in ALL if b.step in wanted and (b.reference or not reference_only)]
 
 
-async def verify(key: str, agent_loop: AgentLoop) -> None:
+async def verify(key: str, agent_loop: AgentLoop, *, expect_failure: bool = False) -> None:
     """Run one behaviour against `agent_loop`: print a one-line verdict, or raise if it fails.
 
-    This is the check cell of the notebooks: `await verify("unknown_tool", agent_loop)`.
+    This is the check cell of the notebooks: `await verify("unknown_tool", agent_loop)`. With
+    `expect_failure=True` (a notebook's naive loop, which lacks the rule) the failure is the expected verdict:
+    it is printed, with what the check expected and what happened; a loop that passes instead raises, since the
+    notebook's claim that it lacks the rule would then be false.
     """
     behaviour = get(key)
-    await behaviour(agent_loop)
-    print(f"✓ {behaviour.title}")
+    if not expect_failure:
+        await behaviour(agent_loop)
+        print(f"✓ {behaviour.title}")
+        return
+    try:
+        await behaviour(agent_loop)
+    except BehaviourFailed as failure:
+        print(f"✗ {behaviour.title}")
+        for line in textwrap.wrap(str(failure), 96, initial_indent="  ", subsequent_indent="    "):
+            print(line)
+        return
+    raise BehaviourFailed(f"{getattr(agent_loop, '__name__', 'this loop')} to fail {key!r}", "it passed", "passed")
 
 
 __all__ = [
@@ -1737,7 +1751,7 @@ __all__ += ["RECOVERY"]
 
 
 # =====================================================================================================================
-# The "writes" step (workbook 6): approval, the write budget, the idempotency key, and a stopped write that settles.
+# The "writes" step (workbook 7): approval, the write budget, the idempotency key, and a stopped write that settles.
 # A self-contained block with helpers of its own (prefixed _w): it only extends EXTRA_STEPS, RULES, ALL and __all__.
 # =====================================================================================================================
 
@@ -1930,7 +1944,7 @@ async def writes_need_approval(agent_loop: AgentLoop) -> None:
 
 
 async def approval_before_each_write(agent_loop: AgentLoop) -> None:
-    """Each write is approved just before it runs, in call order; it runs with its own call, whose id is the key."""
+    """Each write is approved just before it runs, in call order; its run gets the call to make its key."""
     for sync in (False, True):
         events: list[tuple[Any, ...]] = []
         batch = [_w_reserve("w_10", "A", 2), _w_read("r_1", "A"), {**_w_reserve("w_1", "C"), "name": "reserve_now"}]
@@ -1942,8 +1956,8 @@ async def approval_before_each_write(agent_loop: AgentLoop) -> None:
         keys = [event[1] for event in events if event[0] == "start"]
         if set(keys) - {_wid("w_10"), _wid("w_1"), _wid("w_100")}:
             raise BehaviourFailed(
-                "each write's run to get its ToolCall as its third argument, whose id is the call's own id (what "
-                "a store makes the write's idempotency key from): run(value, signal, call)",
+                "each write's run to get its ToolCall as its third argument, with the call's own id (a store makes "
+                "the write's idempotency key from the call): run(value, signal, call)",
                 f"the writes' runs were given, as their call, {keys}",
                 "no_key",
             )

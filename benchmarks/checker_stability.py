@@ -1,9 +1,9 @@
 """Does a verdict ever flip? The right loops through every row, N times, beside a CPU hog.
 
     python benchmarks/checker_stability.py [--runs 20] [--hogs 1]
-    python benchmarks/checker_stability.py --step writes   # workbook 6's rows: agentlab's loop and the answer
+    python benchmarks/checker_stability.py --step writes   # workbook 7's rows: agentlab's loop and the answer
 
-The right loops are tests/fixtures/loops/right/*.py, the workbook answer (teachers/source/workbooks/05_limits.ipynb) and
+The right loops are tests/fixtures/loops/right/*.py, the workbook answer (teachers/source/workbooks/06_limits.ipynb) and
 agentlab's own loop. Each run checks each of them against every row, as `agentlab.classroom.check` does, while `--hogs`
 processes spin on the CPU. A right loop must pass every row every time: prints the flips (must be 0) and the rows
 that flipped.
@@ -34,7 +34,7 @@ def right_loops() -> dict[str, Any]:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         loops[path.stem] = module.agent_loop
-    loops["workbook 05 answer"] = workbook_answer("05_limits.ipynb")
+    loops["workbook 06 answer"] = workbook_answer("06_limits.ipynb")
     return loops
 
 
@@ -56,10 +56,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--hogs", type=int, default=1, help="processes spinning on the CPU meanwhile")
-    parser.add_argument("--step", choices=["writes"], help="workbook 6's rows instead of the exercise's")
+    parser.add_argument("--step", choices=["writes"], help="workbook 7's rows instead of the exercise's")
     options = parser.parse_args()
     if options.step == "writes":  # the right loops of the fixtures do not write
-        loops = {"agentlab.loop": agent_loop, "workbook 06 answer": workbook_answer("06_writes.ipynb")}
+        loops = {"agentlab.loop": agent_loop, "workbook 07 answer": workbook_answer("07_writes.ipynb")}
     else:
         loops = right_loops()
     hogs = [multiprocessing.Process(target=hog, daemon=True) for _ in range(options.hogs)]

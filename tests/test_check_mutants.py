@@ -1,7 +1,7 @@
 """The checker is itself tested: each common mistake fails exactly the rows it should, with the right hint.
 
 The mutants are not hand-written loops. Each is the model answer of the last workbook
-(`teachers/source/workbooks/05_limits.ipynb`, the cells tagged `agent-loop`) with one small source
+(`teachers/source/workbooks/06_limits.ipynb`, the cells tagged `agent-loop`) with one small source
 substitution, the way mutation testing makes them: so each mistake is realistic, sits in
 otherwise correct code, and there is one loop to maintain, the one students are shown.
 """
@@ -16,7 +16,7 @@ import pytest
 
 from agentlab.classroom.check import check
 
-WORKBOOK = Path(__file__).resolve().parent.parent / "teachers" / "source" / "workbooks" / "05_limits.ipynb"
+WORKBOOK = Path(__file__).resolve().parent.parent / "teachers" / "source" / "workbooks" / "06_limits.ipynb"
 
 # The bound per behaviour: the timing rows of the model answer take up to a second on a busy machine.
 BOUND_S = 2.5
@@ -158,7 +158,7 @@ MUTANTS = (
             "result_reaches_model": "diagnosis/json_spaces",
             "history_shape": "diagnosis/json_spaces",
             "results_in_call_order": "diagnosis/json_spaces",
-            "compact_json_results": "compact_json_results/json_format",
+            "compact_json_results": "diagnosis/json_spaces",  # one cause, one hint: said once in the report
             "tool_failures_reported": "tool_failures_reported/bare:*",
             "context_counts_calls": "context_counts_calls/overcount",
         },
@@ -168,8 +168,8 @@ MUTANTS = (
         "hands the model the loop's own history list",
         (
             (
-                "await call(model, copy.deepcopy(history), controller.signal)",
-                "await call(model, history, controller.signal)",
+                "await invoke(model, copy.deepcopy(history), controller.signal)",
+                "await invoke(model, history, controller.signal)",
             ),
         ),
         {"model_sees_snapshot": "model_sees_snapshot/shared_history"},

@@ -47,6 +47,23 @@ def test_cli_bad_input_is_one_line_and_exit_code_2(tmp_path, capsys, make, says)
     assert out == "" and len(err.strip().splitlines()) == 1 and says in err, err
 
 
+@pytest.mark.parametrize(
+    ("target", "says"),
+    [
+        ("nodeadline", "nodeadline: no such file; did you mean nodeadline.py?"),  # the .py left out
+        ("NoDeadline.py", "NoDeadline.py: no such file; did you mean nodeadline.py?"),
+        ("nosuch", "nosuch: no such file, and no module of that name to import"),
+        ("nosuch.py", "nosuch.py: no such file"),
+    ],
+)
+def test_cli_a_name_that_is_not_there_says_so_and_what_was_meant(tmp_path, monkeypatch, capsys, target, says) -> None:
+    write(tmp_path, "nodeadline.py", RIGHT.read_text(encoding="utf-8"))  # a working loop, in the folder it is run in
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", target]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [f"agentlab check: {says}"], err
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
 def test_cli_an_unreadable_file_is_one_line(tmp_path, capsys) -> None:
     path = write(tmp_path, "secret.py", "async def agent_loop(*a, **k): pass\n")
@@ -62,7 +79,7 @@ def test_cli_without_a_step_checks_every_row_of_a_file(capsys) -> None:
 
 
 def test_cli_checks_the_last_workbook_against_every_row(capsys) -> None:
-    workbook = Path(__file__).resolve().parent.parent / "teachers" / "source" / "workbooks" / "05_limits.ipynb"
+    workbook = Path(__file__).resolve().parent.parent / "teachers" / "source" / "workbooks" / "06_limits.ipynb"
     assert main(["check", str(workbook), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["total"] == len(select())
 
@@ -166,8 +183,8 @@ def test_cli_grade_takes_the_steps_check_takes(tmp_path, capsys, step) -> None:
     assert columns[2 : 2 + len(select(step))] == [b.key for b in select(step)]
 
 
-def test_cli_checks_workbook_6_on_its_writes_step(capsys) -> None:
-    workbook = Path(__file__).resolve().parent.parent / "teachers" / "source" / "workbooks" / "06_writes.ipynb"
+def test_cli_checks_workbook_7_on_its_writes_step(capsys) -> None:
+    workbook = Path(__file__).resolve().parent.parent / "teachers" / "source" / "workbooks" / "07_writes.ipynb"
     assert main(["check", str(workbook), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert (data["step"], data["passed"], data["total"]) == ("writes", len(select("writes")), len(select("writes")))

@@ -1,6 +1,6 @@
 """nbgrader, for real: a course of three submissions, released and autograded by nbgrader, and graded by the checker.
 
-The course is workbook 5 as `teachers/` holds it. Three students hand it in: one with a correct loop, one with a
+The course is workbook 6 as `teachers/` holds it. Three students hand it in: one with a correct loop, one with a
 real mistake (the context check lets one character too many through... or not: the checker decides), and one who
 cheats by rewriting the locked check cells to claim full marks. nbgrader's autograde puts the check cells back as
 released, runs each notebook, and reads each check cell's last value (`report.points`) as its partial credit; the
@@ -24,7 +24,7 @@ import pytest
 from agentlab.classroom import student
 
 pytestmark = pytest.mark.nbgrader
-WORKBOOK = "05_limits.ipynb"
+WORKBOOK = "06_limits.ipynb"
 STUDENTS = ("correct", "mistaken", "cheat")
 
 
@@ -106,7 +106,7 @@ def test_the_gradebook_agrees_with_the_checker(tmp_path: Path) -> None:
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         for who in STUDENTS:
             scores[who] = {
-                grade_id: gradebook.find_grade(grade_id, "05_limits", "workbooks", who).score for grade_id in checks
+                grade_id: gradebook.find_grade(grade_id, "06_limits", "workbooks", who).score for grade_id in checks
             }
     verdicts = {
         who: {

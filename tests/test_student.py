@@ -39,7 +39,7 @@ def cells(path: Path) -> list[dict]:
 
 def test_there_is_a_workbook_per_step_in_order() -> None:
     steps = [json.loads(path.read_text(encoding="utf-8"))["metadata"]["agentlab"]["step"] for path in SOURCES]
-    assert steps == [*STEPS, "writes"]  # the exercise's five, then workbook 6 (recovery is notebook 11's, no workbook)
+    assert steps == [*STEPS, "writes"]  # the exercise's six, then workbook 7 (recovery is notebook 11's, no workbook)
 
 
 def test_the_committed_student_versions_are_up_to_date() -> None:
@@ -109,7 +109,7 @@ def test_student_versions_run_top_to_bottom_and_show_the_failures() -> None:
             if "check" in cell.metadata.get("tags", []):
                 shown = cell.outputs[0]["data"]["text/plain"]
                 assert "✗" in shown and "YOUR CODE HERE" in shown, f"{name}:\n{shown}"
-                # A workbook past the exercise (6: writes) keeps the exercise's code whole, so its check of the
+                # A workbook past the exercise (7: writes) keeps the exercise's code whole, so its check of the
                 # whole exercise may pass the rules no gap of its own is on the way to; its own step fails whole.
                 step = notebook.metadata["agentlab"]["step"]
                 if step in STEPS or f'step="{step}"' in cell.source:

@@ -1,7 +1,7 @@
-"""The "writes" rows catch the mistakes one makes writing workbook 6, each with the hint that names it.
+"""The "writes" rows catch the mistakes one makes writing workbook 7, each with the hint that names it.
 
-As in tests/test_check_mutants.py, each mutant is the model answer of workbook 6
-(`teachers/source/workbooks/06_writes.ipynb`, its cells tagged `agent-loop`) with one small source substitution,
+As in tests/test_check_mutants.py, each mutant is the model answer of workbook 7
+(`teachers/source/workbooks/07_writes.ipynb`, its cells tagged `agent-loop`) with one small source substitution,
 so that each mistake sits in otherwise correct code.
 """
 
@@ -17,7 +17,7 @@ from agentlab import agent_loop
 from agentlab.behaviours import select
 from agentlab.classroom.check import check
 
-WORKBOOK = Path(__file__).resolve().parent.parent / "teachers" / "source" / "workbooks" / "06_writes.ipynb"
+WORKBOOK = Path(__file__).resolve().parent.parent / "teachers" / "source" / "workbooks" / "07_writes.ipynb"
 BOUND_S = 1.5
 
 
@@ -119,8 +119,8 @@ MUTANTS = (
         "runs the write like a read, without its call: the tool cannot tell a retry from a new request",
         (
             (
-                "        result = await call(checked.tool.run, checked.value, signal, tool_call)\n",
-                "        result = await call(checked.tool.run, checked.value, signal)\n",
+                "        result = await invoke(checked.tool.run, checked.value, signal, tool_call)\n",
+                "        result = await invoke(checked.tool.run, checked.value, signal)\n",
             ),
         ),
         {"approval_before_each_write": "approval_before_each_write/no_key"},
@@ -130,8 +130,8 @@ MUTANTS = (
         "shows the policy what validate returned instead of the args the model proposed",
         (
             (
-                "call(approve, ToolCall(checked.id, checked.name, copy.deepcopy(checked.args)), signal)",
-                "call(approve, ToolCall(checked.id, checked.name, checked.value), signal)",
+                "invoke(approve, ToolCall(checked.id, checked.name, copy.deepcopy(checked.args)), signal)",
+                "invoke(approve, ToolCall(checked.id, checked.name, checked.value), signal)",
             ),
         ),
         {"approval_before_each_write": "approval_before_each_write/approve_call"},
@@ -141,7 +141,7 @@ MUTANTS = (
         "awaits the policy directly, so a plain function policy breaks the run",
         (
             (
-                "    answer = await call(approve, ToolCall(",
+                "    answer = await invoke(approve, ToolCall(",
                 "    answer = await approve(ToolCall(",
             ),
         ),
@@ -179,7 +179,7 @@ def test_the_package_loop_and_the_model_answer_pass_every_write_row_and_the_exer
 
 
 def test_a_loop_without_writes_fails_every_write_row() -> None:
-    source = (WORKBOOK.parent / "05_limits.ipynb").read_text(encoding="utf-8")
+    source = (WORKBOOK.parent / "06_limits.ipynb").read_text(encoding="utf-8")
     cells = json.loads(source)["cells"]
     code = "\n\n".join("".join(c["source"]) for c in cells if "agent-loop" in c["metadata"].get("tags", []))
     report = check(agent_loop_of(code, "workbook_5"), step="writes", bound_s=BOUND_S)

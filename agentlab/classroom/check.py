@@ -254,7 +254,7 @@ def _run_behaviour(behaviour: Behaviour, impl: Callable[..., Any], bound_s: floa
 
     def on_own_thread() -> None:
         try:
-            loop = asyncio.new_event_loop()
+            loop = box["loop"] = asyncio.new_event_loop()
             loop.set_exception_handler(_ignore)
             watch_tasks(loop)
             try:
@@ -278,9 +278,10 @@ def _run_behaviour(behaviour: Behaviour, impl: Callable[..., Any], bound_s: floa
                 f"agent_loop was still running after {bound_s:g} s, so the checker stopped waiting for it",
                 "hung",
             )
-            return _row(behaviour, failure, seen, [])
+            return _row(behaviour, failure, seen, [], _case_in_loop(box.get("loop"), thread, behaviour.key))
         thread.join(LEAK_GRACE_S)  # a coroutine the run never awaited warns as the thread lets go of it
         outcome, leaked = box.pop("outcome", (RuntimeError("the checker could not start an event loop"), 0))
+        case = _case_in_traceback(outcome, behaviour.key) if isinstance(outcome, BehaviourFailed) else ""
         for error in _causes(outcome) if outcome is not None else []:
             error.__traceback__ = None  # let go of the run's frames now, so that what they held warns here
         warned = [str(w.message) for w in caught]
@@ -294,10 +295,62 @@ def _run_behaviour(behaviour: Behaviour, impl: Callable[..., Any], bound_s: floa
             + also,
             "leaked_tasks",
         )
-    return _row(behaviour, outcome, seen, warned)
+    return _row(behaviour, outcome, seen, warned, case)
 
 
-def _row(behaviour: Behaviour, outcome: BaseException | None, seen: _Seen, warned: list[str]) -> Row:
+# What a behaviour was trying when the run hung: the decision its model was giving, read from the behaviour's own
+# frame (a local named `decision`, as in malformed_decisions), so that the hint can name the case.
+_CASE_LOCAL = "decision"
+_NO_CASE = object()
+
+
+def _describe_case(value: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return _short(text, 160)
+
+
+def _case_in_frames(frames: Iterable[Any], key: str) -> str:
+    for frame in frames:
+        if frame.f_code.co_name == key:
+            value = frame.f_locals.get(_CASE_LOCAL, _NO_CASE)
+            if value is not _NO_CASE:
+                return _describe_case(value)
+    return ""
+
+
+def _case_in_traceback(error: BaseException, key: str) -> str:
+    """The case a behaviour was trying when one of its runs hung (its bound fired): from the failure's traceback."""
+    if error.clue != "hung":  # type: ignore[attr-defined]
+        return ""
+    frames, tb = [], error.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    return _case_in_frames(frames, key)
+
+
+def _case_in_loop(loop: asyncio.AbstractEventLoop | None, thread: threading.Thread, key: str) -> str:
+    """The case a behaviour was trying when its thread stopped answering: from its suspended or running frames."""
+    frames: list[Any] = []
+    with contextlib.suppress(Exception):
+        frame = sys._current_frames().get(thread.ident or -1)
+        while frame is not None:
+            frames.append(frame)
+            frame = frame.f_back
+    with contextlib.suppress(Exception):
+        for task in list(asyncio.all_tasks(loop)) if loop is not None else []:
+            coroutine = task.get_coro()
+            while coroutine is not None and len(frames) < 1000:
+                if (frame := getattr(coroutine, "cr_frame", None)) is not None:
+                    frames.append(frame)
+                coroutine = getattr(coroutine, "cr_await", None)
+    return _case_in_frames(frames, key)
+
+
+def _row(behaviour: Behaviour, outcome: BaseException | None, seen: _Seen, warned: list[str], case: str = "") -> Row:
     base = {"key": behaviour.key, "title": behaviour.title, "step": behaviour.step, "reference": behaviour.reference}
     if outcome is None:
         return Row(**base, passed=True)
@@ -308,9 +361,19 @@ def _row(behaviour: Behaviour, outcome: BaseException | None, seen: _Seen, warne
         happened = f"checking it raised {type(outcome).__name__}: {outcome}"
         clue = "crashed"
     hint_id, hint = hint_for(behaviour.key, clue, _causes(outcome), happened, seen.returned, warned)
+    if case and hint_id.endswith("/hung"):
+        hint = _name_the_case(hint, case)
     return Row(
         **base, passed=False, expected=expected, happened=_short(happened), clue=clue, hint=hint, hint_id=hint_id
     )
+
+
+def _name_the_case(hint: str, case: str) -> str:
+    """A hang's hint, saying which of the behaviour's cases the run hung on."""
+    opening = "agent_loop never finished."
+    if hint.startswith(opening):
+        return f"agent_loop never finished when the model answered {case}.{hint[len(opening) :]}"
+    return f"The run hung when the model answered {case}. {hint}"
 
 
 def _causes(error: BaseException) -> list[BaseException]:
@@ -512,12 +575,13 @@ _NO_MAX_REFUSALS = (
 _NEVER_AWAITED = (
     "diagnosis/never_awaited",
     "Python warned that a coroutine was never awaited: somewhere you call an async function (the model, "
-    "a tool's run, a helper of yours) without `await`. Call models and tools with `await call(fn, ...)`.",
+    "a tool's run, a helper of yours) without `await`. Call models and tools with `await invoke(fn, ...)`.",
 )
 _JSON_SPACES = (
     "diagnosis/json_spaces",
-    "The tool result has spaces after ':' and ','. json.dumps writes them; JavaScript's JSON.stringify does "
-    "not. Write results with `compact_json(result)` from agentlab (it also writes 18.0 as 18, like JavaScript).",
+    "The tool result has spaces after ':' and ',', as json.dumps writes it. The model gets what JavaScript's "
+    "JSON.stringify writes: no spaces, non-ASCII text kept as it is, 18.0 written as 18. Write results with "
+    "`compact_json(result)` from agentlab, which does all three.",
 )
 
 _BUDGETS_FIRST = (
@@ -589,7 +653,7 @@ HINTS: dict[str, str] = {
         "JSON.stringify: no spaces, non-ASCII kept as is, 18.0 written as 18. json.dumps differs on all three."
     ),
     "result_reaches_model/sync_tool": (
-        "A tool's run may be a plain `def` as well as an `async def`: call it with `await call(run, value, "
+        "A tool's run may be a plain `def` as well as an `async def`: call it with `await invoke(run, value, "
         "signal)`, which awaits an async function and runs a plain one on a worker thread; `await run(...)` fails "
         "for a plain one."
     ),
@@ -641,7 +705,15 @@ HINTS: dict[str, str] = {
         "Remember every call id of the run in a set that lives across turns (not just this batch), and refuse "
         "an id seen before with DuplicateCallIdError('duplicate call id ...') before running anything."
     ),
-    "malformed_decisions/ran:*": _WHOLE_BATCH,
+    "malformed_decisions/ran:*": (
+        "Check the shape of the whole decision, every one of its calls, before running any of it: "
+        "check_decision returns only once every call passed, and the loop runs nothing before it returns."
+    ),
+    "malformed_decisions/hung": (
+        "agent_loop never finished. A decision your loop does not refuse can send it round forever: one that "
+        "runs nothing makes it ask the model again, and again. Refuse every decision of the wrong shape with "
+        "ModelOutputError('malformed ...') before reading it."
+    ),
     "malformed_decisions/*:malformed_kind": (
         "Check the decision's kind first: only 'final' and 'tools' exist; anything else is refused with "
         "ModelOutputError('malformed decision ...')."
@@ -732,7 +804,8 @@ HINTS: dict[str, str] = {
         "> max_calls: with max_calls=0 no call may run."
     ),
     "tool_and_turn_budgets/*:max_turns": (
-        _BUDGETS_FIRST + "With max_turns=1 the model is called once; asking it a second time must raise "
+        "Before each model call, refuse it when the turns made so far are already >= max_turns: with "
+        "max_turns=1 the model is called once, and asking it a second time must raise "
         "TurnBudgetError('turn budget ...')."
     ),
     "tool_and_turn_budgets/*:calls_per_turn": (
@@ -773,22 +846,22 @@ HINTS: dict[str, str] = {
     "deadline_ignoring_signal/*": _RACE,
     "deadline_blocking_model/*:blocking_model": (
         "A plain `def` model that blocks (time.sleep, a slow HTTP call) must not hold up the deadline: call "
-        "models and tools with `await call(fn, ...)`, which runs plain functions on a worker thread, and race "
+        "models and tools with `await invoke(fn, ...)`, which runs plain functions on a worker thread, and race "
         "the run against the deadline."
     ),
     "deadline_blocking_model/blocked_loop": (
         "Your loop raised the deadline error only after the blocking model returned: a plain function called "
-        "directly blocks the event loop's thread, so nothing else can run. Call it with `await call(fn, ...)`."
+        "directly blocks the event loop's thread, so nothing else can run. Call it with `await invoke(fn, ...)`."
     ),
     "deadline_blocking_model/hung": "agent_loop never finished. " + _RACE,
     "deadline_blocking_model/*": _RACE,
     "deadline_covers_tools/*:blocking_tool": (
         "A plain `def` tool that blocks its thread must not hold up the deadline: run tools with "
-        "`await call(run, ...)`, which runs plain functions on a worker thread, and race the run against the clock."
+        "`await invoke(run, ...)`, which runs plain functions on a worker thread, and race the run against the clock."
     ),
     "deadline_covers_tools/blocking_tool": (
         "Your loop raised the deadline error only after the blocking tool returned: a plain function called "
-        "directly blocks the event loop's thread. Call it with `await call(run, ...)`."
+        "directly blocks the event loop's thread. Call it with `await invoke(run, ...)`."
     ),
     "deadline_covers_tools/*:per_step": (
         "A timeout per step (asyncio.wait_for or asyncio.timeout around each model call or tool run) lets a run of "
@@ -835,11 +908,11 @@ HINTS: dict[str, str] = {
         "signal, not only the model calls."
     ),
     "abort_midway/*:abort_model": (
-        "A plain `def` model that blocks its thread must not hold up an abort: call it with `await call(model, "
+        "A plain `def` model that blocks its thread must not hold up an abort: call it with `await invoke(model, "
         "...)` (a worker thread) and race the run against signal.wait()."
     ),
     "abort_midway/abort_model": (
-        "The run stopped only when the blocking model returned: call plain models with `await call(model, ...)`, "
+        "The run stopped only when the blocking model returned: call plain models with `await invoke(model, ...)`, "
         "which runs them on a worker thread, so that the race can see the abort."
     ),
     "abort_midway/abort_not_passed_on": (
@@ -1017,7 +1090,7 @@ def hint_for(
         return entry, HINTS[entry]
     if returned and not clue.startswith(("no_error", "wrong_error", "ran")):
         return _NOT_A_RESULT
-    if clue in ("wrong_tool_message", "history", "call_order", "overcount") and _spaced_json(happened):
+    if clue in ("wrong_tool_message", "history", "call_order", "json_format", "overcount") and _spaced_json(happened):
         return _JSON_SPACES
     if any("never awaited" in message for message in warned):
         return _NEVER_AWAITED
@@ -1042,7 +1115,25 @@ def _spaced_json(text: str) -> bool:
 # -- rendering ----------------------------------------------------------------------
 
 
-def render_text(report: Report, width: int = 100) -> str:
+def said_before(rows: Sequence[Row]) -> dict[str, str]:
+    """For each failed row whose hint an earlier failed row already gives: the key of that earlier row.
+
+    One mistake often fails several rows with the same hint (json.dumps for compact_json fails every row that
+    reads a tool result): the report says that cause once, under its first row, and the others refer to it.
+    """
+    first: dict[str, str] = {}
+    earlier: dict[str, str] = {}
+    for row in rows:
+        if row.passed or not row.hint:
+            continue
+        if row.hint in first:
+            earlier[row.key] = first[row.hint]
+        else:
+            first[row.hint] = row.key
+    return earlier
+
+
+def render_text(report: Report, width: int = 99) -> str:
     """The report for a terminal: a line per behaviour; under each failure, expected, happened and the hint."""
     lines = [report.headline()]
     whole = ("missing", "delegated", "tampered", "stopped")  # verdicts on the whole submission: say them once
@@ -1052,11 +1143,14 @@ def render_text(report: Report, width: int = 100) -> str:
             lines += textwrap.wrap(text, width, initial_indent=f"  {label:<8} ", subsequent_indent=" " * 11)
         return "\n".join(lines)
     key_width = max((len(row.key) for row in report.rows), default=0)
+    earlier = said_before(report.rows)
     for row in report.rows:
-        lines.append(f"  {'✓' if row.passed else '✗'} {row.key.ljust(key_width)}  {row.title}")
+        head = f"  {'✓' if row.passed else '✗'} {row.key.ljust(key_width)}  {row.title}"
+        lines += textwrap.wrap(head, width, subsequent_indent=" " * (key_width + 6), break_on_hyphens=False)
         if row.passed:
             continue
-        for label, text in (("expected", row.expected), ("happened", row.happened), ("hint", row.hint)):
+        hint = f"the same cause as for {earlier[row.key]} above" if row.key in earlier else row.hint
+        for label, text in (("expected", row.expected), ("happened", row.happened), ("hint", hint)):
             lines += textwrap.wrap(
                 text,
                 width,
@@ -1102,7 +1196,7 @@ def render_html(report: Report) -> str:
     if rows_ and all(row.clue in whole for row in rows_) and len({row.happened for row in rows_}) == 1:
         details = _details_html([("problem", _prose_html(rows_[0].happened)), ("hint", _prose_html(rows_[0].hint))])
         return f"<div class='agentlab-check'{box}>{head}{details}</div>"
-    rows, hinted = [], {}
+    rows, earlier = [], said_before(rows_)
     for row in rows_:
         mark_colour = look.GREEN if row.passed else look.RED
         mark_css = look.attr(f"color:{mark_colour}")
@@ -1111,13 +1205,11 @@ def render_html(report: Report) -> str:
         body = f"<span{look.attr('font-weight:bold' if not row.passed else '')}>{e(row.title)}</span> &nbsp;{key}"
         cell = _CELL
         if not row.passed:
-            earlier = hinted.get(row.hint)
             hint = (
-                f"the same as for <code{look.attr(_CODE)}>{e(earlier)}</code> above"
-                if earlier
+                f"the same cause as for <code{look.attr(_CODE)}>{e(earlier[row.key])}</code> above"
+                if row.key in earlier
                 else _prose_html(row.hint)
             )
-            hinted.setdefault(row.hint, row.key)
             body += _details_html(
                 [("expected", _prose_html(row.expected)), ("what happened", _prose_html(row.happened)), ("hint", hint)]
             )
@@ -1146,7 +1238,7 @@ __all__ = [
     "unloadable",
 ]
 
-# -- hints of the "writes" step (workbook 6): a self-contained block, like the step's behaviours ---------------------
+# -- hints of the "writes" step (workbook 7): a self-contained block, like the step's behaviours ---------------------
 HINTS.update(
     {
         "writes_need_approval/*:no_policy": (
@@ -1158,12 +1250,13 @@ HINTS.update(
             "A batch refused for want of approval ends the run: raise, do not hand the refusal back to the model."
         ),
         "writes_need_approval/*:reads_need_none": (
-            "Only writes need a policy: a run whose tools only read works with approve=None, as in workbooks 1-5."
+            "Only writes need a policy: a run whose tools only read works with approve=None, as in workbooks 1-6."
         ),
         "approval_before_each_write/no_key": (
-            "Pass an approved write's run its call as the third argument: call(checked.tool.run, checked.value, "
-            "signal, ToolCall(checked.id, checked.name, copy of checked.args)). A store makes the "
-            "write's idempotency key from the call id: with it, the tool can tell a retried call from a new one."
+            "Pass an approved write's run its call as the third argument: invoke(checked.tool.run, checked.value, "
+            "signal, ToolCall(checked.id, checked.name, copy of checked.args)). A store makes the write's "
+            "idempotency key from the call: by default its call id within the run, which knows the same call "
+            "played back; or the application's key (an order number), which knows the same write asked again."
         ),
         "approval_before_each_write/approve_ids": (
             "Ask the policy once per write, with that write's own call: approve(ToolCall(checked.id, checked.name, "
@@ -1187,8 +1280,8 @@ HINTS.update(
         ),
         "approval_before_each_write/*:raised": (
             "Accept every answer a policy may give: True, or Approval(True); a plain function policy too (call it "
-            "with `call`). Then pass the write's run its ToolCall as the third argument: call(run, value, signal, "
-            "tool_call). A store makes the write's idempotency key from its id."
+            "with `invoke`). Then pass the write's run its ToolCall as the third argument: invoke(run, value, signal, "
+            "tool_call). A store makes the write's idempotency key from it (notebook 09c)."
         ),
         "denial_is_the_result/denied_ran": (
             "A denied write must not run: on False or Approval(False, reason), skip run and go on with the batch."

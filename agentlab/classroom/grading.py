@@ -96,7 +96,7 @@ def scope(target: str, step: str | None) -> str | None:
     ]
     found = notebook.get("metadata", {}).get("agentlab", {}).get("step")
     if found in EXTRA_STEPS:
-        return found  # a workbook past the exercise (6: writes) is graded on its own step
+        return found  # a workbook past the exercise (7: writes) is graded on its own step
     if any(re.search(r"\bcheck\(\s*agent_loop\s*\)", source) for source in checks):
         return None  # the workbook's final cell checks everything
     return found if found in STEPS else None
@@ -107,9 +107,15 @@ def refuse_bad_target(target: str) -> None:
     path = Path(target)
     looks_like_a_path = os.sep in target or path.suffix in (".py", ".ipynb") or path.exists()
     if not looks_like_a_path:
+        near = [f"{target}{suffix}" for suffix in (".py", ".ipynb") if Path(f"{target}{suffix}").is_file()]
+        if near:  # `check nodeadline` for nodeadline.py: the child would import a module of that name, and fail
+            raise GradingError(f"{target}: no such file; did you mean {' or '.join(near)}?")
+        if not _importable(target):
+            raise GradingError(f"{target}: no such file, and no module of that name to import")
         return  # a module name: the child imports it
     if not path.exists():
-        raise GradingError(f"{target}: no such file")
+        near = _near_file(path)
+        raise GradingError(f"{target}: no such file" + (f"; did you mean {near}?" if near else ""))
     if path.is_dir():
         raise GradingError(f"{target} is a folder; to grade every submission in it: python -m agentlab grade {target}")
     if path.suffix not in (".py", ".ipynb"):
@@ -119,6 +125,40 @@ def refuse_bad_target(target: str) -> None:
             file.read(1)
     except OSError as error:
         raise GradingError(f"{target}: cannot be read ({error.strerror or error})") from None
+
+
+def _importable(name: str) -> bool:
+    """Whether the child (`python -I`, in an empty folder) can import `name`: its top package must be installed.
+
+    Only the top package is looked up, so no code of the module runs here, in the grading process.
+    """
+    import importlib.machinery
+
+    top = name.split(".")[0]
+    if not top.isidentifier():
+        return False
+    if top in sys.builtin_module_names:
+        return True
+    here = {os.path.realpath(p) for p in ("", ".", os.getcwd())}
+    search = [p for p in sys.path if os.path.realpath(p or ".") not in here]  # the child does not look in cwd
+    search.append(str(ROOT))  # ...but does find agentlab, whose folder it puts first
+    try:
+        return importlib.machinery.PathFinder.find_spec(top, search) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _near_file(path: Path) -> str:
+    """A file next to `path` that is most likely the one meant (another suffix, another case), or ""."""
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        return ""
+    stem, wanted = path.stem.lower(), path.name.lower()
+    candidates = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in (".py", ".ipynb"))
+    for candidate in candidates:
+        if candidate.name.lower() == wanted or candidate.stem.lower() == stem:
+            return str(candidate)
+    return ""
 
 
 def grade(

@@ -142,7 +142,7 @@ def write(source_dir: Path = SOURCE, learners: Path = LEARNERS, release_dir: Pat
     versions = generate(source_dir, release_dir)
     outcome = Outcome(released=[release_dir / name for name in versions] if release_dir is not None else [])
     learners.mkdir(parents=True, exist_ok=True)
-    manifest = _manifest(learners)
+    manifest = {name: sha for name, sha in _manifest(learners).items() if name in versions}  # renamed: forgotten
     for name, text in versions.items():
         path = learners / name
         current = path.read_text(encoding="utf-8") if path.exists() else None
