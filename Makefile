@@ -11,10 +11,12 @@ DEV_READY := $(VENV)/.dev-ready
 ROOT_FLAG := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
 ARGS ?=
 
-# The learner's set (requirements.txt): about a minute; pip shows what it fetches as it goes.
+# The learner's set (requirements.txt): 1 to 4 minutes, pip showing what it fetches as it goes. Measured with
+# `python benchmarks/install.py` (a fresh venv, pip's cache off): 63 s on a quiet 2-core VM next to a package
+# mirror; 2 to 4 minutes on an ordinary home connection (an instructor's measurement, issue 20).
 $(READY): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "agentlab needs Python 3.11 or newer, and $(PYTHON) is %d.%d: install a newer Python, then run make again with PYTHON=python3.11 (or newer)." % sys.version_info[:2])'
-	@echo "== setting up .venv with $(PYTHON): JupyterLab, ipywidgets, pytest, nbval (about a minute)"
+	@echo "== setting up .venv with $(PYTHON): JupyterLab, ipywidgets, pytest, nbval (1 to 4 minutes, once)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -r requirements.txt -e .
@@ -23,13 +25,47 @@ $(READY): requirements.txt pyproject.toml
 
 # The developers' tools on top (requirements-dev.txt): what `make test` and the other developer commands need.
 $(DEV_READY): $(READY) requirements-dev.txt
-	@echo "== adding the developer tools to .venv: ruff, hypothesis, pytest-xdist, playwright"
+	@echo "== adding the developer tools to .venv: ruff, hypothesis, pytest-xdist, playwright, nbgrader"
 	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -r requirements-dev.txt
+	@$(BIN)/python -c "$$NBGRADER_OFF_PY" && touch $(NBGRADER_OFF)
 	@touch $(DEV_READY)
+
+# nbgrader (a developer tool: make student and the tests run it from the command line) also installs JupyterLab
+# menus and server pages (Formgrader, Assignments, Courses) that, outside a teacher's nbgrader course, only show
+# errors. They are switched off in .venv, so that a learner's JupyterLab never shows them: the server extensions
+# in .venv/etc/jupyter/jupyter_server_config.json (which overrides the jupyter_server_config.d/nbgrader.json that
+# nbgrader installs; `jupyter server extension disable nbgrader` cannot do it, nbgrader enables four submodules by
+# name), the lab extension in .venv/etc/jupyter/labconfig/page_config.json (what `jupyter labextension disable
+# --level=sys_prefix @jupyter/nbgrader` writes). A reinstall of nbgrader leaves both as they are. A teacher who
+# wants nbgrader's pages: set them to true in the first file and delete the entry in the second.
+NBGRADER_OFF := $(VENV)/.nbgrader-off
+define NBGRADER_OFF_PY
+import json, pathlib, sys
+etc = pathlib.Path(sys.prefix, "etc", "jupyter")
+installed = etc / "jupyter_server_config.d" / "nbgrader.json"
+modules = json.loads(installed.read_text())["ServerApp"]["jpserver_extensions"] if installed.exists() else {}
+for name, keys, switch in (
+    ("jupyter_server_config.json", ("ServerApp", "jpserver_extensions"), dict.fromkeys(["nbgrader", *modules], False)),
+    ("labconfig/page_config.json", ("disabledExtensions",), {"@jupyter/nbgrader": True}),
+):
+    path = etc / name
+    config = json.loads(path.read_text()) if path.exists() else {}
+    table = config
+    for key in keys:
+        table = table.setdefault(key, {})
+    table.update(switch)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config, indent=2) + "\n")
+endef
+export NBGRADER_OFF_PY
 
 # Opens at the repository's root, so that both notebooks/ and agentlab/loop.py are in the file browser, with
 # notebook 00 open. On a remote machine: make lab ARGS="--no-browser --ip=0.0.0.0" and open the printed URL.
 lab: $(READY)  ## set up, then open JupyterLab at notebook 00 (extra options: make lab ARGS="--no-browser")
+	@if [ -d $(VENV)/share/jupyter/labextensions/@jupyter/nbgrader ] && [ ! -e $(NBGRADER_OFF) ]; then \
+		$(BIN)/python -c "$$NBGRADER_OFF_PY" && touch $(NBGRADER_OFF); fi
+	@echo "== a kernel's warning 'Kernel is running over TCP without encryption' is harmless here: the kernel talks" \
+		"to JupyterLab on 127.0.0.1, this machine only, every message signed with a key only you can read"
 	$(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks/00_start_here.ipynb \
 		$(ROOT_FLAG) $(ARGS)
 

@@ -326,6 +326,10 @@ import asyncio, os, signal, sys, threading, time
 from agentlab import agent_loop_sync
 from agentlab.lab.fakes import NeverAnswers
 
+# Ctrl-C as a terminal sends it, whatever this process inherited: a shell starts a background job (`make test &`,
+# nohup) with SIGINT ignored, and Python then leaves it ignored, so the SIGINT below would do nothing at all.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
 def run():
     agent_loop_sync("q", NeverAnswers(), {}, timeout_ms=20_000)
 
@@ -341,11 +345,17 @@ except KeyboardInterrupt:
 """
 
 
+# The child of a background job (`make test &`, nohup) inherits SIGINT ignored: this starts it so, then execs it.
+IGNORING_SIGINT = "import os, signal as s, sys; s.signal(s.SIGINT, s.SIG_IGN); os.execv(sys.argv[1], sys.argv[1:])"
+
+
+@pytest.mark.parametrize("inherited", ["default", "ignored"])
 @pytest.mark.parametrize("how", ["script", "asyncio.run"])
-def test_ctrl_c_aborts_agent_loop_sync(how) -> None:
-    finished = subprocess.run(
-        [sys.executable, "-c", INTERRUPTED, how], capture_output=True, text=True, timeout=60, check=False
-    )
+def test_ctrl_c_aborts_agent_loop_sync(how, inherited) -> None:
+    command = [sys.executable, "-c", INTERRUPTED, how]
+    if inherited == "ignored":
+        command = [sys.executable, "-c", IGNORING_SIGINT, *command]
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert finished.stdout.startswith("interrupted after"), finished.stderr[-2000:]
     assert float(finished.stdout.split()[-1]) < 10.0  # the interrupt at 0.5 s, not the deadline at 20 s
 

@@ -11,8 +11,9 @@ import pytest
 from agentlab import AbortController, AgentError, AgentResult, Tool, agent_loop
 from agentlab.lab.examples import lookup_tools
 from agentlab.lab.fakes import KeepsCalling, NeverAnswers, Scripted, call, calls, final
-from agentlab.lab.scenarios import run_scenario
+from agentlab.lab.scenarios import get_scenario, run_scenario
 from agentlab.lab.trace import Step, gauges, render_html, render_text, steps
+from agentlab.lab.widgets import playground, render_view
 from agentlab.loop import context_size
 
 
@@ -86,8 +87,10 @@ async def test_a_model_that_raises_is_shown_with_its_error() -> None:
 async def test_refused_calls_are_marked_as_never_run() -> None:
     error = await run_scenario("tool_names")
     refused = [s for s in steps(error) if s.kind == "rejected"]
-    assert [(s.call_id, s.name) for s in refused] == [("c1", "lookup"), ("c2", "toString")]
-    assert "refused call c2: toString" in render_text(error) and "(nothing of it ran)" in render_text(error)
+    knob = next(knob for knob in get_scenario("tool_names").knobs if knob.name == "name")
+    name = knob.choices[knob.default]  # the name the scenario proposes by default (toString, __class__, ...)
+    assert [(s.call_id, s.name) for s in refused] == [("c1", "lookup"), ("c2", name)]
+    assert f"refused call c2: {name}" in render_text(error) and "(nothing of it ran)" in render_text(error)
     assert "calls 0 / 8" in render_text(error)
 
 
@@ -160,3 +163,27 @@ async def test_results_and_errors_show_themselves_in_jupyter() -> None:
     assert isinstance(error, AgentError) and error._repr_html_() == render_html(error)
     assert "class='gauge tripped'" in render_html(error)
     assert "<div class='head" not in render_html(error, headline=False)
+
+
+# What JupyterLab's CSS filter keeps of a style attribute (its sanitizer's lists): `overflow-wrap: anywhere` and
+# `word-break: break-word` would be dropped; `word-break: break-all` breaks any word at the line's end.
+_BREAKS_WORDS = re.compile(r"word-break:\s*break-all|overflow-wrap:\s*anywhere|word-break:\s*break-word")
+
+
+async def test_a_long_line_wraps_at_spaces_in_the_trace_and_the_status_line() -> None:
+    error = await run_scenario("budgets", max_calls=5)
+    message = f"{type(error).__name__}: {error}"
+    assert len(message) > 140 and "nothing of this batch ran" in message  # longer than a line at 1280 px
+    page = render_html(error)
+    pg = playground("budgets", max_calls=5)
+    await pg.settled()
+    view = render_view(pg.scenario, pg.settings(), pg.outcome)
+    for shown, where in ((page, "the trace"), (view, "the playground")):
+        styles = re.findall(r"style='([^']*)'", shown)
+        assert not [s for s in styles if _BREAKS_WORDS.search(s)], f"{where} breaks words mid-way"
+    # the cell the error's long line is in: wraps (pre-wrap) at spaces, a word split only if longer than a line
+    cell = re.search(r"<td style='([^']*)'><span class='mark'[^>]*>✗ stopped", page)
+    assert cell and "white-space:pre-wrap" in cell.group(1) and "overflow-wrap:break-word" in cell.group(1)
+    assert "nowrap" not in cell.group(1)
+    status = re.search(r"<div class='status bad' style='([^']*)'>", view)
+    assert status and "white-space:pre-wrap" in status.group(1) and "overflow-wrap:break-word" in status.group(1)
