@@ -28,7 +28,7 @@ from agentlab import (
 )
 from agentlab.lab.fakes import Scripted, call, calls, final
 from agentlab.lab.trace import render_text
-from agentlab.writes.approval import EXPIRED, ApprovalDesk
+from agentlab.writes.approval import EXPIRED, UNANSWERED, WAITING, ApprovalDesk
 from agentlab.writes.store import SAMPLE_BOOKS, Store, StoreError, WriteRolledBack
 
 RESERVE = call("reserve", {"book": "A", "customer": "ada", "quantity": 2}, "w1")
@@ -398,3 +398,18 @@ def test_a_person_answers_a_started_run_with_the_buttons(store) -> None:
     assert on_hand(store) == 1 and on_hand(store, "B") == 0
     assert [outcome for _, _, outcome in audit(store)] == ["approved", "applied", "denied"]
     assert "answered" in desk._repr_mimebundle_()["text/html"]
+
+
+def test_a_saved_desk_that_was_waiting_says_it_is_a_snapshot_not_waiting(tmp_path) -> None:
+    store = Store(tmp_path / "shop.db")
+    desk = ApprovalDesk(store)
+    model = Scripted(calls(call("reserve", {"book": "A", "customer": "ada", "quantity": 1}, id="w1")), final("done"))
+    done = desk.start("q", model, store.tools(), timeout_ms=5000)
+    saved = desk._repr_mimebundle_()
+    assert [card.verdict for card in desk.cards] == [WAITING]  # live: the card still waits for a click
+    for shown in (saved["text/html"], saved["text/plain"]):
+        assert UNANSWERED in shown and WAITING not in shown and "in progress" not in shown
+    desk.cards[0].approve.click()
+    assert done.result(timeout=5).text == "done"
+    after = desk._repr_mimebundle_()
+    assert "✓ approved" in after["text/plain"] and UNANSWERED not in after["text/html"]

@@ -1,7 +1,9 @@
 """Writes for real (notebooks 09a-09d): a store whose writes can be trusted, and a person who approves them.
 
     store.py     a small bookshop in a real SQLite file: its write tools are idempotent,
-                 whole-or-nothing, audited, and honour the run's stop
+                 whole or nothing in that database, audited, and honour the run's stop; an effect
+                 outside the database goes through its outbox, sent after the commit
+    card.py      a fake card service outside the shop's database, keyed by idempotency key (09d)
     approval.py  the approval desk: an Approve/Deny widget showing each write's before and after
     change_view.py  that before and after, as HTML (the store's `Change` and the desk both draw with it)
 

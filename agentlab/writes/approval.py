@@ -15,14 +15,16 @@ worked out on the real database and rolled back (`Store.preview`); then it
 waits for Approve or Deny (with an optional reason, which the model receives).
 Waiting counts against the run's deadline, like any policy: nobody's coffee
 break can hold a run. A scripted desk presses the same buttons itself, in
-order, so a notebook runs the same code path deterministically under nbval.
+order, so a notebook runs the same code path deterministically, with nobody at it.
 
 `start` runs the agent on a worker thread with an event loop of its own, so
 that the notebook stays free to deliver your clicks while the run waits for
 them; `await agent_loop(...)` in a cell would keep the kernel busy, and a
 click could not arrive until the deadline had passed. `start` returns once the
 run waits for its first answer (or has ended), so the cell shows a settled
-desk.
+desk. A saved notebook shows a snapshot instead of the widget: a card still
+unanswered when the cell ran says so, and how to get the buttons, rather than
+"waiting" for a click that cannot come.
 
 `change_html` (the before/after table, in change_view.py) is plain
 standard-library code; only `ApprovalDesk` needs ipywidgets, imported when a
@@ -53,6 +55,8 @@ from agentlab.writes.store import Change, Store
 
 WAITING = "… waiting for Approve or Deny"  # no emoji: a machine without an emoji font shows a box
 EXPIRED = "no answer: the run stopped before anyone answered"
+# What a saved notebook (no kernel, no buttons) shows for a card that was still waiting when its cell ran.
+UNANSWERED = "a snapshot, saved before anyone answered: run this cell to get the Approve and Deny buttons"
 
 # Inline styles (agentlab/lab/_look.py says why): a saved desk looks the same in a notebook JupyterLab does not trust.
 _DESK = look.attr(f"{look.SANS};max-width:62em;line-height:1.35")
@@ -95,7 +99,12 @@ class _Card:
             widget.disabled = True
 
     def snapshot(self) -> str:
-        return f"{change_html(self.change)}{_verdict_html(self.verdict)}"
+        """The card for a saved notebook: its change, and its verdict (an unanswered card says how to answer)."""
+        return f"{change_html(self.change)}{_verdict_html(self.saved_verdict)}"
+
+    @property
+    def saved_verdict(self) -> str:
+        return UNANSWERED if self.verdict == WAITING else self.verdict
 
 
 def _verdict_html(verdict: str) -> str:
@@ -212,24 +221,34 @@ class ApprovalDesk:
         return done
 
     def __str__(self) -> str:
+        return self._text(saved=False)
+
+    def _text(self, *, saved: bool) -> str:
         with self._lock:
             cards = list(self.cards)
         lines = [f"approval desk: {len(cards)} proposed write{'' if len(cards) == 1 else 's'}"]
         for card in cards:
             call = card.change.call
-            lines.append(f"  {call.name} {json.dumps(call.args, ensure_ascii=False)} (call {call.id}): {card.verdict}")
+            verdict = card.saved_verdict if saved else card.verdict
+            lines.append(f"  {call.name} {json.dumps(call.args, ensure_ascii=False)} (call {call.id}): {verdict}")
         return "\n".join(lines)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-        """The live widget, plus a static snapshot for GitHub, nbviewer and nbval."""
+        """The live widget, plus a static snapshot for GitHub, nbviewer and a saved notebook.
+
+        The snapshot is the desk as it was when the cell ran: a card still waiting then says it is a
+        snapshot and how to get the buttons, and the run's "in progress" line is left out (its trace
+        appears on the live desk once someone answers).
+        """
         bundle = dict(self.box._repr_mimebundle_(**kwargs) or {})
         with self._lock:
             cards = "".join(card.snapshot() for card in self.cards)
-        status = self._status.value
+            waiting = any(card.verdict == WAITING for card in self.cards)
+        status = "" if waiting and self.outcome is None else self._status.value
         bundle["text/html"] = (
             f"<div class='agentlab-desk'{_DESK}><div class='title'{_TITLE_CSS}>{_TITLE}</div>{cards}</div>{status}"
         )
-        bundle["text/plain"] = str(self)
+        bundle["text/plain"] = self._text(saved=True)
         return bundle
 
 
@@ -255,4 +274,4 @@ def _ipywidgets() -> Any:
     return ipywidgets
 
 
-__all__ = ["EXPIRED", "WAITING", "ApprovalDesk", "change_html"]
+__all__ = ["EXPIRED", "UNANSWERED", "WAITING", "ApprovalDesk", "change_html"]

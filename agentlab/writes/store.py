@@ -22,11 +22,23 @@ each kept here, in `Store._write`, with the database's own transactions:
   unrelated runs never collide; but a run retried from the start is a new
   run, and writes again. A key that must survive a restart comes from the
   application, not the model: `tools(key=...)`.
-* Whole or nothing. The write checks the run's signal before it starts and
-  again just before it commits; if the run was stopped, or anything raises
-  between the effect and the commit, the transaction rolls back and the tool
-  raises, so the loop's history says "rolled_back". A process killed mid-write
-  leaves the last committed state: SQLite's journal sees to that.
+* Whole or nothing, in this database. The write's rows (the effect, its key,
+  its audit row and its outbox message, if any) commit together or not at
+  all. The write checks the run's signal before it starts and again just
+  before it commits; if the run was stopped, or anything raises between the
+  effect and the commit, the transaction rolls back and the tool raises, so
+  the loop's history says "rolled_back". A process killed mid-write leaves
+  the last committed state: SQLite's journal sees to that.
+  That is all a transaction can promise. An effect outside the database (a
+  card charged, an e-mail sent, a request to another service) is not in it,
+  and a rollback does not undo it: made inside the transaction (in
+  `before_commit`), it stands while the audit says "rolled back". Such an
+  effect goes through the outbox instead: `Store(outbox=...)` writes the
+  message to send in the write's own transaction, and `send_outbox(send)`
+  sends it after the commit, with the write's idempotency key, which the
+  outside service uses to do it once however often it is sent. A rollback
+  leaves nothing to send. `problems(charged=...)` finds a charge that no
+  applied write accounts for (notebook 09d).
 * Audited. Table `audit` gets a row for every attempt: applied, rejected (the
   shop's own rules said no: not enough copies), replayed, conflict, rolled
   back; and, through `Store.audited(policy)`, approved and denied.
@@ -54,7 +66,7 @@ import sqlite3
 import tempfile
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,7 +76,7 @@ from agentlab.callees import Callee, in_worker_thread
 from agentlab.errors import AgentError, ConfigError
 from agentlab.tools import Approval, Tool, ToolCall, parse_lookup_args
 
-SCHEMA_VERSION = 2  # 2 added table runs; a version-1 file gets it when it is opened
+SCHEMA_VERSION = 3  # 2 added table runs, 3 table outbox; an older file gets them when it is opened
 MAX_QUANTITY = 10  # copies one reservation may hold: a shop's rule, checked before anything runs
 
 SAMPLE_BOOKS: tuple[dict[str, Any], ...] = (
@@ -97,6 +109,19 @@ _RUNS_TABLE = """
 CREATE TABLE IF NOT EXISTS runs (
     n        INTEGER PRIMARY KEY AUTOINCREMENT,
     at       TEXT NOT NULL
+);
+"""
+
+# The messages for services outside the database, one per write at most: written in the write's transaction,
+# sent after its commit (`Store.send_outbox`), under the write's idempotency key.
+_OUTBOX_TABLE = """
+CREATE TABLE IF NOT EXISTS outbox (
+    seq      INTEGER PRIMARY KEY,
+    key      TEXT NOT NULL UNIQUE,  -- the write's idempotency key, passed on to the service with the message
+    message  TEXT NOT NULL,         -- JSON: what to send
+    sent     TEXT,                  -- when the service took it (NULL: still to send)
+    tries    INTEGER NOT NULL DEFAULT 0,
+    error    TEXT NOT NULL DEFAULT ''  -- what the last failed try said
 );
 """
 
@@ -138,6 +163,7 @@ CREATE TABLE audit (
 );
 """
     + _RUNS_TABLE
+    + _OUTBOX_TABLE
 )
 
 
@@ -259,11 +285,20 @@ class Store:
     exist yet (its folder must exist); None makes a fresh temporary folder,
     removed by `close()`. `books` and `reservations` replace the sample data
     of a new file (`reservations` defaults to the sample ones with the sample
-    books, and to none with books of your own). `before_commit(call, signal)` is called inside each write's
-    transaction (`call.id` is the write's idempotency key), after the effect and just before the commit: a seam for
-    fault injection and demos (raise to simulate a crash, wait to simulate a
-    slow disk). `busy_timeout_ms` is how long an operation waits for another
+    books, and to none with books of your own). `busy_timeout_ms` is how long an operation waits for another
     writer's lock before it fails.
+
+    `before_commit(call, signal)` is a local step only. It is called inside each write's transaction
+    (`call.id` is the write's idempotency key), after the effect and just before the commit: a seam for a check
+    or local bookkeeping, and for fault injection (raise to simulate a crash, wait to simulate a slow disk).
+    Whatever it does to this database rolls back with the write; nothing else does. An effect outside the
+    database made there (a card charged, a message sent, a request to another service) is NOT undone by a
+    rollback: the write rolls back, the audit says "rolled back", and the effect stands.
+
+    `outbox(call, result)` is how a write reaches outside the database: called inside the transaction of each
+    write that applied, it returns the message for the outside service (a dict of JSON values), or None for
+    none. The message is written to table `outbox` under the write's idempotency key, in the write's own
+    transaction: it exists exactly when the write committed. `send_outbox(send)` sends it, after the commit.
     """
 
     def __init__(
@@ -273,10 +308,13 @@ class Store:
         books: Sequence[Mapping[str, Any]] = SAMPLE_BOOKS,
         reservations: Sequence[Mapping[str, Any]] | None = None,
         before_commit: Callable[[ToolCall, AbortSignal], Any] | None = None,
+        outbox: Callable[[ToolCall, dict[str, Any]], Mapping[str, Any] | None] | None = None,
         busy_timeout_ms: float = 5000,
     ) -> None:
         if before_commit is not None and not callable(before_commit):
             raise ConfigError("before_commit must be a function before_commit(call, signal), or None")
+        if outbox is not None and not callable(outbox):
+            raise ConfigError("outbox must be a function outbox(call, result) -> message or None, or None")
         if isinstance(busy_timeout_ms, bool) or not isinstance(busy_timeout_ms, (int, float)) or busy_timeout_ms < 0:
             raise ConfigError(f"busy_timeout_ms must be a number of milliseconds >= 0, got {busy_timeout_ms!r}")
         self._folder: Path | None = None
@@ -288,6 +326,7 @@ class Store:
         if not self.path.parent.is_dir():
             raise ConfigError(f"cannot create the shop database {str(self.path)!r}: its folder does not exist")
         self.before_commit = before_commit
+        self.outbox = outbox
         self.busy_timeout_s = busy_timeout_ms / 1000
         if reservations is None:
             reservations = SAMPLE_RESERVATIONS if books is SAMPLE_BOOKS else ()
@@ -419,14 +458,14 @@ class Store:
         with _RUNS_LOCK:  # taken before the database's lock, never while holding it: no deadlock
             numbers = _RUNS.setdefault(signal, {})
             if self._file not in numbers:
-                at = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+                at = _now()
                 with self._connect() as db:
                     _begin(db)
                     numbers[self._file] = db.execute("INSERT INTO runs (at) VALUES (?)", (at,)).lastrowid
                     db.execute("COMMIT")
             return numbers[self._file]
 
-    # -- the write: idempotent, whole or nothing, audited ------------------------
+    # -- the write: idempotent, whole or nothing in the database, audited --------
 
     def _write(
         self, tool: str, value: Any, signal: AbortSignal, call: ToolCall, asked: str, own_key: bool
@@ -448,7 +487,9 @@ class Store:
                 outcome = "rejected" if result.get("rejected") else "applied"
                 db.execute("INSERT INTO writes VALUES (?, ?, ?, ?)", (call.id, tool, args, _as_sent(result)))
                 _audit(db, call.id, tool, args, outcome, result.get("reason", ""))
-                if self.before_commit is not None:
+                if self.outbox is not None and outcome == "applied":
+                    _queue(db, self.outbox, call, result)
+                if self.before_commit is not None:  # a local step: an effect outside is not undone by a rollback
                     self.before_commit(call, signal)
                 _throw_if_stopped(signal, tool, call, "before its commit")
                 db.execute("COMMIT")
@@ -577,13 +618,22 @@ class Store:
         except sqlite3.Error as error:
             raise StoreError(f"the query failed: {error} (store.sql only reads: use SELECT)") from error
 
-    def problems(self) -> list[str]:
+    def problems(self, *, charged: Iterable[str] | None = None) -> list[str]:
         """Every broken invariant of the shop; [] means consistent.
 
         SQLite's own integrity check; copies on hand plus copies in active
         reservations equal the copies owned; every recorded key has exactly
-        one applied-or-rejected audit row, and every agent-made reservation a key.
+        one applied-or-rejected audit row, and every agent-made reservation
+        and every outbox message a key.
+
+        These are the database's own rows: what a service outside it did,
+        the store cannot see. Pass what that service says it did, `charged`:
+        the idempotency keys it holds a charge under (say, the card service's
+        ledger), and each key that no applied write accounts for (its write
+        rolled back, was rejected, or never ran) is a problem too: a charge
+        for nothing, to refund.
         """
+        keys = _keys(charged, "charged")
         checks = {
             "integrity": "SELECT integrity_check AS problem FROM pragma_integrity_check WHERE integrity_check != 'ok'",
             "stock": """SELECT 'book ' || b.id || ': ' || b.on_hand || ' on hand + ' || COALESCE(SUM(r.quantity), 0)
@@ -601,8 +651,79 @@ class Store:
             "made": """SELECT 'reservation ' || r.id || ': made by call ' || r.call_id || ' with no key' AS problem
                         FROM reservations r WHERE r.call_id IS NOT NULL
                           AND r.call_id NOT IN (SELECT call_id FROM writes)""",
+            "outbox": """SELECT 'outbox ' || o.key || ': a message with no applied write' AS problem
+                         FROM outbox o WHERE o.key NOT IN (SELECT call_id FROM audit WHERE outcome = 'applied')""",
         }
-        return [row["problem"] for query in checks.values() for row in self.sql(query)]
+        found = [row["problem"] for query in checks.values() for row in self.sql(query)]
+        return found + [
+            f"charge {key}: taken outside the database, with no applied write of that key: refund it"
+            for key in (self.unapplied(keys) if keys else [])
+        ]
+
+    def unapplied(self, keys: Iterable[str]) -> list[str]:
+        """The keys, of `keys`, that no applied write of this shop has: rolled back, rejected, or never made.
+
+        An outside service's record (the keys it charged under) checked against the shop's: each key
+        returned is an effect outside the database that no write accounts for, to undo (compensation:
+        refund it). The check takes the write lock first, so that a write still in flight commits or rolls
+        back before it is looked at: a charge its write is about to commit is never taken for an orphan.
+        """
+        wanted = _keys(keys, "keys")
+        with self._connect() as db:
+            _begin(db)  # waits for a write in flight to settle
+            try:
+                applied = {
+                    row[0]
+                    for row in db.execute(
+                        "SELECT call_id FROM audit WHERE outcome = 'applied' AND call_id IN "
+                        "(SELECT value FROM json_each(?))",
+                        (json.dumps(wanted),),
+                    )
+                }
+            finally:
+                db.execute("ROLLBACK")
+        return [key for key in wanted if key not in applied]
+
+    def send_outbox(self, send: Callable[[str, dict[str, Any]], Any]) -> Table:
+        """Send each message still in the outbox, oldest first, now that its write has committed.
+
+        `send(key, message)` hands one message to the outside service, with the write's idempotency key, and
+        returns once the service has taken it; the message is then marked sent, in a transaction of its
+        own. One whose `send` raises stays in the outbox with its error, to be sent by the next call; the
+        others are still sent. A process that dies between the send and the mark (anything that is not an
+        Exception passes through, leaving the message unmarked) sends it again next time: delivery is at
+        least once, so the service must do one thing per key, as a card provider's idempotency key does.
+        The key is what makes a message sent twice take effect once.
+
+        Returns a Table, a row per message tried: its key, "sent" or "failed", and what `send` answered
+        or raised.
+        """
+        if not callable(send):
+            raise ConfigError("send_outbox needs a function send(key, message) that hands a message to the service")
+        with self._connect() as db:
+            waiting = db.execute("SELECT key, message FROM outbox WHERE sent IS NULL ORDER BY seq").fetchall()
+        report = Table()
+        for row in waiting:
+            try:
+                answer = send(row["key"], json.loads(row["message"]))
+            except Exception as error:
+                self._mark(row["key"], None, _describe(error))
+                report.append({"key": row["key"], "outcome": "failed", "detail": _describe(error)})
+            else:
+                self._mark(row["key"], _now(), "")
+                detail = "" if answer is None else answer if isinstance(answer, str) else _shown(answer)
+                report.append({"key": row["key"], "outcome": "sent", "detail": detail})
+        return report
+
+    def _mark(self, key: str, sent: str | None, error: str) -> None:
+        """One try of an outbox message: sent (when), or failed (why); in a transaction of its own."""
+        with self._connect() as db:
+            _begin(db)
+            db.execute(
+                "UPDATE outbox SET sent = ?, tries = tries + 1, error = ? WHERE key = ? AND sent IS NULL",
+                (sent, error, key),
+            )
+            db.execute("COMMIT")
 
     # -- connections -----------------------------------------------------------
 
@@ -640,8 +761,9 @@ class Store:
                                 db.execute(statement)
                         _fill(db, books, reservations)
                         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                    elif version == 1:  # a shop made before runs were numbered: it gets the table
+                    elif version in (1, 2):  # a shop made before runs were numbered, or before the outbox
                         db.execute(_RUNS_TABLE)
+                        db.execute(_OUTBOX_TABLE)
                         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                     elif version != SCHEMA_VERSION:
                         raise StoreError(
@@ -803,6 +925,23 @@ def _name(value: Any) -> str:
 # -- helpers -------------------------------------------------------------------------
 
 
+def _keys(keys: Iterable[str] | None, name: str) -> list[str]:
+    """Idempotency keys given by a caller, each once, in order; a clear error for anything else."""
+    if keys is None:
+        return []
+    if isinstance(keys, (str, bytes)) or not isinstance(keys, Iterable):
+        raise ConfigError(f"{name} must be a list of idempotency keys (strings), got {keys!r}")
+    listed = list(keys)
+    odd = [key for key in listed if not isinstance(key, str)]
+    if odd:
+        raise ConfigError(f"{name} must be a list of idempotency keys (strings), got {odd[0]!r} among them")
+    return list(dict.fromkeys(listed))
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+
+
 def _check_key(key: Any) -> None:
     if key is not None and not callable(key):
         raise ConfigError("key must be a function key(call) -> str that makes a write's idempotency key")
@@ -828,8 +967,30 @@ def _throw_if_stopped(signal: AbortSignal, tool: str, call: ToolCall, when: str)
         )
 
 
+def _queue(
+    db: sqlite3.Connection,
+    outbox: Callable[[ToolCall, dict[str, Any]], Mapping[str, Any] | None],
+    call: ToolCall,
+    result: dict[str, Any],
+) -> None:
+    """The write's message for outside, if `outbox` makes one: written in the write's transaction."""
+    message = outbox(call, json.loads(_as_sent(result)))  # a copy: the function cannot change the result
+    if message is None:
+        return
+    try:
+        if not isinstance(message, Mapping):
+            raise TypeError(f"a {type(message).__name__}")
+        text = _canonical(dict(message))
+    except (TypeError, ValueError) as error:
+        raise StoreError(
+            f"the outbox function made {message!r} for {call.name} (key {call.id!r}): it must return a dict of "
+            f"JSON values (the message to send after the commit), or None; nothing of the write was applied"
+        ) from error
+    db.execute("INSERT INTO outbox (key, message) VALUES (?, ?)", (call.id, text))
+
+
 def _audit(db: sqlite3.Connection, call_id: str, tool: str, args: str, outcome: str, detail: str) -> None:
-    at = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+    at = _now()
     db.execute(
         "INSERT INTO audit (at, call_id, tool, args, outcome, detail) VALUES (?, ?, ?, ?, ?, ?)",
         (at, call_id, tool, args, outcome, detail),
@@ -875,6 +1036,11 @@ def _release(keeper: sqlite3.Connection | None, folder: Path | None) -> None:
 def _as_sent(result: dict[str, Any]) -> str:
     """A result as JSON in its own key order, so that a replay returns the very same text."""
     return json.dumps(result, ensure_ascii=False, separators=(",", ":"))
+
+
+def _shown(value: Any) -> str:
+    """What a service answered, as compact JSON (or its repr, if it is not JSON)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
 
 
 def _describe(error: BaseException) -> str:
