@@ -1455,12 +1455,12 @@ async def verify(key: str, agent_loop: AgentLoop, *, expect_failure: bool = Fals
     behaviour = get(key)
     if not expect_failure:
         await behaviour(agent_loop)
-        print(f"✓ {behaviour.title}")
+        print(textwrap.fill(f"✓ {behaviour.title}", 100, subsequent_indent="  "))
         return
     try:
         await behaviour(agent_loop)
     except BehaviourFailed as failure:
-        print(f"✗ {behaviour.title}")
+        print(textwrap.fill(f"✗ {behaviour.title}", 100, subsequent_indent="  "))
         for line in textwrap.wrap(str(failure), 96, initial_indent="  ", subsequent_indent="    "):
             print(line)
         return

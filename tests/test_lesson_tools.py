@@ -238,3 +238,34 @@ def test_a_quiz_answers_when_a_learner_picks_a_choice() -> None:
     assert "✓ Right." in verdict.value
     buttons.value = (shown.questions[0].answer + 1) % len(shown.questions[0].choices)
     assert "✗ Not quite" in verdict.value
+
+
+# -- the playground's toggle -----------------------------------------------------------------------------------------
+
+
+async def test_the_toggle_runs_the_same_scenario_through_the_naive_loop() -> None:
+    from agentlab.lab.widgets import NAIVE, playground
+
+    plain = playground("tool_names")
+    assert plain.loop not in plain.box.children  # no naive loop given: no toggle
+    shown = playground("tool_names", naive=gather_loop)
+    try:
+        assert shown.loop in shown.box.children and shown.status.startswith("✗ UnknownToolError")
+        shown.loop.value = True
+        await shown.settled()
+        assert shown.status.startswith("✗ the naive loop failed: KeyError")
+        saved = shown._repr_mimebundle_()["text/plain"].splitlines()
+        assert saved[1].startswith(f"playground tool_names: {NAIVE} · ")
+        shown.loop.value = False
+        await shown.settled()
+        assert shown.status.startswith("✗ UnknownToolError")
+    finally:
+        shown.close()
+        plain.close()
+
+
+def test_a_naive_loop_must_be_a_function() -> None:
+    from agentlab.lab.widgets import playground
+
+    with pytest.raises(ConfigError, match="naive must be a loop function"):
+        playground("tool_names", naive="naive_loop")

@@ -18,6 +18,7 @@ from agentlab import (
     ModelOutputError,
     OutputBudgetError,
     RepeatedCallError,
+    TokenBudgetError,
     ToolArgsError,
     ToolBudgetError,
     ToolError,
@@ -25,7 +26,17 @@ from agentlab import (
     UnknownToolError,
     WriteBudgetError,
 )
-from agentlab.lab.scenarios import DEFAULT_LIMITS, LIMIT_NAMES, SCENARIOS, Knob, Scenario, get_scenario, run_scenario
+from agentlab.lab.scenarios import (
+    DEFAULT_LIMITS,
+    LIMIT_NAMES,
+    PROVIDER_ANSWERS,
+    SCENARIOS,
+    WIRE_FORMATS,
+    Knob,
+    Scenario,
+    get_scenario,
+    run_scenario,
+)
 from agentlab.lab.trace import render_text
 
 # What each scenario's defaults do: an answer (its text) or the error that shows the notebook's rule.
@@ -40,11 +51,12 @@ FIRST_RUNS = {
     "deadline": DeadlineError,
     "limits": "Summary: " + ("The model proposes; the application verifies and executes. " * 3)[:111],
     "weather": "Pune: rain, 18°C",
-    "recovery": UnknownToolError,
+    "real_model": ModelOutputError,
     "approval": "Sorry, Linus: denied (an agent may not cancel a customer's reservation).",
     "write_budget": WriteBudgetError,
-    "at_most_once": "w1: reservation 3 (1 left on hand); w2: reservation 4 (0 left on hand)",
+    "at_most_once": "w1: reservation 3 (1 left on hand); w2: reservation 3 (1 left on hand)",
     "whole_or_nothing": DeadlineError,
+    "recovery": UnknownToolError,
 }
 
 
@@ -94,6 +106,7 @@ async def test_the_first_run_is_instructive_and_deterministic(key: str) -> None:
         ),
         ("duplicate_ids", {"reuse_id_on_turn": 1}, DuplicateCallIdError),
         ("deadline", {"model_delay_ms": 20}, "A: The Pragmatic Programmer (on the shelf)"),
+        ("deadline", {"blocking": 2, "model_delay_ms": 0, "timeout_ms": 50}, DeadlineError),
         ("limits", {"result_size": 900}, ContextBudgetError),
         ("limits", {"max_chars": 500}, ContextBudgetError),
         ("limits", {"answer_size": 900}, OutputBudgetError),
@@ -122,10 +135,19 @@ async def test_the_first_run_is_instructive_and_deterministic(key: str) -> None:
         ("write_budget", {"turns": 2}, "4 reservations made, in 2 turns of 2"),
         ("write_budget", {"writes_per_turn": 5, "turns": 1}, WriteBudgetError),
         ("write_budget", {"max_writes": 0, "turns": 1, "writes_per_turn": 1}, WriteBudgetError),
-        ("at_most_once", {"key": 1}, "w1: reservation 3 (1 left on hand); w2: reservation 3 (1 left on hand)"),
+        ("at_most_once", {"key": 1}, "w1: reservation 3 (1 left on hand); w2: reservation 4 (0 left on hand)"),
         ("at_most_once", {"ids": 1}, DuplicateCallIdError),
         ("at_most_once", {"times": 1}, "w1: reservation 3 (1 left on hand)"),
-        ("whole_or_nothing", {"card_ms": 100}, "Eve: reservation 3 (2 left on hand)"),
+        (
+            "whole_or_nothing",
+            {"card_ms": 100},
+            "Eve: reservation 3 (2 left on hand); deposit taken inside the transaction",
+        ),
+        (
+            "whole_or_nothing",
+            {"card_ms": 100, "deposit": 2},
+            "Eve: reservation 3 (2 left on hand); deposit taken after the commit",
+        ),
         ("whole_or_nothing", {"card_ms": 100, "card_service": 1}, ToolError),
         ("whole_or_nothing", {"card_service": 2, "card_ms": 1500, "write_grace_ms": 0}, DeadlineError),
     ],
@@ -139,9 +161,65 @@ async def test_each_knob_and_limit_changes_the_outcome(key: str, settings: dict,
         assert type(outcome) is expected, outcome
 
 
+# What each of real_model's provider answers becomes, in every wire format: the adapter's or the loop's refusal,
+# with the phrase that says which fault it was.
+PROVIDER_OUTCOMES = {
+    "a good call, then an answer": (AgentResult, "A: The Pragmatic Programmer (on the shelf)"),
+    "arguments that are not JSON": (ModelOutputError, "malformed call"),
+    "a call with no id": (ModelOutputError, "it has no call id"),
+    "an invented tool name": (UnknownToolError, "unknown tool 'search_catalogue'"),
+    "an answer cut off at its token limit": (ModelOutputError, "incomplete output"),
+    "a server that stalls mid-answer": (DeadlineError, "timeout_ms=300"),
+}
+
+
+@pytest.mark.parametrize("wire_format", range(len(WIRE_FORMATS)), ids=[label for label, _ in WIRE_FORMATS])
+@pytest.mark.parametrize("answer", range(len(PROVIDER_ANSWERS)), ids=PROVIDER_ANSWERS)
+async def test_each_provider_answer_meets_its_check_in_every_wire_format(answer: int, wire_format: int) -> None:
+    """Every choice of real_model, through the real SDK and adapter: fast, and the stall ended by the deadline."""
+    pytest.importorskip("openai")
+    pytest.importorskip("anthropic")
+    assert set(PROVIDER_OUTCOMES) == set(PROVIDER_ANSWERS)
+    await run_scenario("real_model", wire_format=wire_format)  # the SDK imported once, off the clock
+    started = time.perf_counter()
+    outcome = await run_scenario("real_model", answer=answer, wire_format=wire_format, timeout_ms=300)
+    took = time.perf_counter() - started
+    kind, phrase = PROVIDER_OUTCOMES[PROVIDER_ANSWERS[answer]]
+    assert type(outcome) is kind, outcome
+    assert phrase in (outcome.text if isinstance(outcome, AgentResult) else str(outcome))
+    if kind is DeadlineError:
+        assert 0.29 < took < 1.5, took  # the server's stall lasts a minute: the deadline ended it
+    else:
+        assert took < 1.0, took
+    assert render_text(outcome) == render_text(
+        await run_scenario("real_model", answer=answer, wire_format=wire_format, timeout_ms=300)
+    )
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({"answer": 0, "max_tokens": 440}, "A: The Pragmatic Programmer (on the shelf)"),  # 193 + 243 tokens
+        ({"answer": 0, "max_tokens": 430}, TokenBudgetError),
+        ({"answer": 0, "max_tokens": 0}, TokenBudgetError),
+        ({"answer": 0, "max_turns": 1}, TurnBudgetError),
+        ({"answer": 0, "max_calls": 0}, ToolBudgetError),
+    ],
+)
+async def test_real_models_limits_hold_against_the_scripted_provider(settings: dict, expected: object) -> None:
+    pytest.importorskip("openai")
+    outcome = await run_scenario("real_model", **settings)
+    if isinstance(expected, str):
+        assert isinstance(outcome, AgentResult) and outcome.text == expected, outcome
+    else:
+        assert type(outcome) is expected, outcome
+
+
 async def test_a_writing_scenario_gets_a_fresh_shop_every_run() -> None:
     """The same settings twice give the same reservations: nothing of one run's writes reaches the next."""
-    first, second = await run_scenario("at_most_once", times=3), await run_scenario("at_most_once", times=3)
+    # The store's default key (key=1): a second run on the same shop would find no copy of D left for w1.
+    first = await run_scenario("at_most_once", times=3, key=1)
+    second = await run_scenario("at_most_once", times=3, key=1)
     assert render_text(first) == render_text(second)
     assert "w3: rejected by the shop (only 0 of book D on hand; 1 asked for)" in first.text
 
@@ -187,6 +265,29 @@ async def test_a_signal_stops_a_slow_run_and_its_reason_is_returned() -> None:
 async def test_bad_settings_come_back_as_a_config_error(settings: dict, phrase: str) -> None:
     outcome = await run_scenario("budgets", **settings)
     assert isinstance(outcome, ConfigError) and phrase in str(outcome)
+
+
+async def test_call_ids_shows_a_loop_without_call_ids_pairing_results_wrongly() -> None:
+    """Notebook 01's naive loop: calls in parallel, results appended as they finish, with no call id. A is slow."""
+    import json
+
+    from agentlab.lab.naive import Answer, NaiveRun
+
+    async def no_ids(question, model, tools, **limits):
+        history = [{"role": "user", "content": question}]
+        while True:
+            decision = await model(history, None)
+            if decision["kind"] == "final":
+                return Answer(decision["text"], history)
+            history.append({"role": "assistant", "calls": decision["calls"]})
+            for done in asyncio.as_completed([tools[c["name"]].run(c["args"]) for c in decision["calls"]]):
+                history.append({"role": "tool", "content": json.dumps(await done)})
+
+    naive = await run_scenario("call_ids", naive=no_ids)
+    assert isinstance(naive, NaiveRun)
+    assert naive.text.startswith("c1 → A: Structure and Interpretation of Computer Programs (on loan); c2 → B: The")
+    for slow_a_ms in (0, 200):  # agent_loop ties each result to its call id however long A takes
+        assert (await run_scenario("call_ids", slow_a_ms=slow_a_ms)).text == FIRST_RUNS["call_ids"]
 
 
 async def test_an_unknown_scenario_lists_the_keys() -> None:

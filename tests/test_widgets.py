@@ -20,7 +20,7 @@ from agentlab import (
 )
 from agentlab.lab.fakes import final
 from agentlab.lab.scenarios import Knob, Scenario, get_scenario
-from agentlab.lab.widgets import REPLACED, RUNNING_AFTER_S, STOPPED, Playground, playground, render_view
+from agentlab.lab.widgets import REPLACED, RUNNING_AFTER_S, SNAPSHOT, STOPPED, Playground, playground, render_view
 
 
 def waiting(signals: list) -> Scenario:
@@ -48,7 +48,7 @@ async def test_creating_a_playground_runs_the_scenario_once() -> None:
 
 async def test_a_control_change_reruns_and_the_view_follows() -> None:
     pg = playground("tool_names")
-    assert pg.status.startswith("✗ UnknownToolError: unknown tool 'toString'")
+    assert pg.status.startswith("✗ UnknownToolError: unknown tool '__class__'")
     pg.controls["name"].value = 0  # the drop-down's "lookup"
     await pg.settled()
     assert (
@@ -182,8 +182,9 @@ async def test_the_mimebundle_carries_a_static_snapshot_of_the_last_run(masked) 
     # deterministic, whatever the widget ids, once the time each run measured is masked as nbval masks it
     assert masked(bundle["text/html"]) == masked(second._repr_mimebundle_()["text/html"])
     assert bundle["text/plain"] == second._repr_mimebundle_()["text/plain"]
-    assert bundle["text/html"] == render_view(first.scenario, first.settings(), first.outcome)
-    assert bundle["text/plain"].splitlines()[:2] == [
+    assert bundle["text/html"] == render_view(first.scenario, first.settings(), first.outcome, snapshot=True)
+    assert bundle["text/plain"].startswith(SNAPSHOT) and SNAPSHOT in bundle["text/html"]  # it says what it is
+    assert bundle["text/plain"].splitlines()[1:3] == [
         "playground budgets: max_turns=4 · max_calls=5 · timeout_ms=2000 · max_chars=4000 · calls_per_turn=2 · "
         "turns_before_answer=3",
         "✗ stopped: ToolBudgetError",

@@ -34,6 +34,8 @@ from agentlab.tools import Tool
 NaiveLoop = Callable[..., Any]
 # How long a naive run may go on before the playground gives up on it: it has no deadline of its own.
 NAIVE_BOUND_S = 3.0
+# A naive run's trace keeps this many messages at each end.
+_KEPT = 20
 
 
 class Answer(NamedTuple):
@@ -72,7 +74,12 @@ class _Watch:
     calls: int = 0
 
     def history(self) -> list[dict[str, Any]]:
-        return [*self.seen, *([self.last] if self.last is not None else [])]
+        """The run as the model last saw it; a very long one keeps its start and its end, to stay readable."""
+        seen = self.seen
+        if len(seen) > 2 * _KEPT:
+            gap = {"role": "user", "content": f"(… {len(seen) - 2 * _KEPT} messages of the naive run not shown …)"}
+            seen = [*seen[:_KEPT], gap, *seen[-_KEPT:]]
+        return [*seen, *([self.last] if self.last is not None else [])]
 
     def usage(self) -> Usage:
         chars = 0

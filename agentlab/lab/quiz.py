@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import html
 import json
+import textwrap
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -81,17 +82,20 @@ class Quiz:
         return bundle
 
     def _snapshot_text(self) -> str:
-        lines = [f"Self-check ({len(self.questions)} questions): run this cell to answer; each answer is checked."]
+        lines = [f"Self-check, {len(self.questions)} questions: run this cell to answer; each answer is checked."]
         for number, question in enumerate(self.questions, 1):
-            lines.append(f"{number}. {question.text}")
-            lines.extend(f"   {chr(97 + index)}) {choice}" for index, choice in enumerate(question.choices))
+            lines.extend(textwrap.wrap(f"{number}. {question.text}", 96, subsequent_indent="   "))
+            for index, choice in enumerate(question.choices):
+                lines.extend(
+                    textwrap.wrap(f"{chr(97 + index)}) {choice}", 96, initial_indent="   ", subsequent_indent="      ")
+                )
         return "\n".join(lines)
 
     def _snapshot_html(self) -> str:
         e = html.escape
         parts = [
             f"<div class='agentlab-quiz'{look.attr(f'{look.SANS};max-width:60em;line-height:1.45')}>",
-            f"<div{look.attr(look.MUTED)}>Self-check ({len(self.questions)} questions): run this cell to answer; "
+            f"<div{look.attr(look.MUTED)}>Self-check, {len(self.questions)} questions: run this cell to answer; "
             "each answer is checked as you choose it.</div>",
         ]
         for number, question in enumerate(self.questions, 1):

@@ -18,9 +18,14 @@ limit changes the outcome in a way the trace shows.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import functools
+import importlib
 import inspect
 import json
-import time
+import ssl
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,10 +34,14 @@ from agentlab.abort import AbortSignal
 from agentlab.adapters import from_decider
 from agentlab.errors import ConfigError
 from agentlab.lab.examples import BOUNDARY_CASES, CATALOGUE, WEATHER_GOAL, WeatherDemo, lookup_tools, weather_tools
-from agentlab.lab.fakes import BlocksFirst, Decision, Slow, call, calls, final
-from agentlab.loop import AgentResult, agent_loop
+from agentlab.lab.fakes import BlocksFirst, Decision, NeverAnswers, Slow, call, calls, final
+from agentlab.lab.naive import NaiveLoop, run_naive
+from agentlab.loop import agent_loop
+from agentlab.models.loopback import LoopbackServer, Reply, anthropic_reply, chat_reply, responses_reply
+from agentlab.models.settings import ADAPTERS, client_for
 from agentlab.tools import Approval, Tool, ToolCall
-from agentlab.writes.store import Store
+from agentlab.writes.card import DEPOSIT, FAULTS, CardService, deposit_for, refund_unapplied
+from agentlab.writes.store import Store, WriteRolledBack
 
 Model = Callable[..., Any]
 Tools = Mapping[str, Tool]
@@ -134,12 +143,13 @@ class Scenario:
         return {name: values[name] for name in LIMIT_NAMES}, knobs
 
 
-async def run_scenario(scenario: Scenario | str, **overrides: Any) -> AgentResult | Exception:
+async def run_scenario(scenario: Scenario | str, naive: NaiveLoop | None = None, **overrides: Any) -> Any:
     """Run a scenario once with some settings changed (limits, knobs, or `signal`).
 
     Never raises the run's error: returns it, so that a caller (the playground,
     a notebook cell) shows every outcome the same way. Bad settings come back
-    as a ConfigError too.
+    as a ConfigError too. With `naive`, a notebook's loop without the rule runs
+    the same model and tools instead of `agent_loop` (`agentlab.lab.naive`).
     """
     signal: AbortSignal | None = overrides.pop("signal", None)
     try:
@@ -148,6 +158,8 @@ async def run_scenario(scenario: Scenario | str, **overrides: Any) -> AgentResul
         model, tools, *built = chosen.build(knobs)
         options = {name: knobs[name] for name in chosen.loop_knobs}
         options.update(*built)  # a writing scenario's approve policy
+        if naive is not None:
+            return await run_naive(naive, chosen.input, model, tools, limits, signal)
         return await agent_loop(
             chosen.input, model, tools, **limits, **options, signal=signal, forbid_repeats=chosen.forbid_repeats
         )
@@ -197,26 +209,46 @@ BOOKS = tuple(CATALOGUE)  # "A", "B", "C"
 class ReadsResultsById:
     """Looks up the first `books` books, `per_turn` per batch, then answers from the results.
 
-    The answer pairs each call with its result through the call id alone, the
-    way a real model reads the history.
+    The answer pairs each call with its result through the call id, the way a
+    real model reads the history; a result with no call id (a naive loop's) it
+    can only pair by position, as the model would have to guess.
     """
 
     def __init__(self, books: int, per_turn: int) -> None:
         self.books, self.per_turn = BOOKS[:books], per_turn
 
     async def __call__(self, messages: Sequence[Mapping[str, Any]], signal: AbortSignal) -> Decision:
-        asked, results = _asked(messages), _results(messages)
+        asked = _asked(messages)
         looked_up = [c["args"]["id"] for c in asked.values()]
         pending = [book for book in self.books if book not in looked_up]
         if pending:
             start = len(asked) + 1
             batch = pending[: self.per_turn]
             return calls(*(call("lookup", {"id": book}, f"c{start + i}") for i, book in enumerate(batch)))
-        return final("; ".join(f"{call_id} → {_describe_book(results[call_id])}" for call_id in asked))
+        results = [m for m in messages if m.get("role") == "tool"]
+        by_id = {m.get("call_id"): m for m in results}
+        answers = []
+        for n, (call_id, asked_for) in enumerate(asked.items()):
+            result = json.loads(by_id.get(call_id, results[n])["content"])  # by id, else by position
+            answers.append(f"{call_id} → {_describe_book({**result, 'id': asked_for['args']['id']})}")
+        return final("; ".join(answers))
+
+
+def _slow_for_a(slow_ms: int) -> Tools:
+    """The lookup, but finding book A takes `slow_ms`: with no call ids, results could come back in any order."""
+
+    lookup = lookup_tools()["lookup"]
+
+    async def run(args: Mapping[str, Any]) -> Any:
+        if args["id"] == "A" and slow_ms:
+            await asyncio.sleep(slow_ms / 1000)
+        return await lookup.run(args)
+
+    return {"lookup": dataclasses.replace(lookup, run=run)}
 
 
 def _build_call_ids(knobs: Mapping[str, int]) -> tuple[Model, Tools]:
-    return ReadsResultsById(knobs["books"], knobs["per_turn"]), lookup_tools()
+    return ReadsResultsById(knobs["books"], knobs["per_turn"]), _slow_for_a(knobs["slow_a_ms"])
 
 
 # -- tool_names: a bad or inherited name runs nothing --------------------------------
@@ -332,10 +364,23 @@ def _looks_up_then_answers() -> Model:
     return model
 
 
+def _looks_up_then_goes_silent() -> Model:
+    """Looks book A up, then never answers again, ignoring its signal (as a dropped connection with no timeout)."""
+    silent = NeverAnswers()
+
+    async def model(messages: Sequence[Mapping[str, Any]], signal: AbortSignal) -> Decision:
+        if _turn(messages) == 1:
+            return calls(call("lookup", {"id": "A"}, "c1"))
+        return await silent(messages, signal)
+
+    return model
+
+
 def _build_deadline(knobs: Mapping[str, int]) -> tuple[Model, Tools]:
-    delay = knobs["model_delay_ms"]
-    model = BlocksFirst(_looks_up_then_answers(), delay) if knobs["blocking"] else Slow(_looks_up_then_answers(), delay)
-    return model, lookup_tools()
+    delay, kind = knobs["model_delay_ms"], knobs["blocking"]
+    if kind == 1:
+        return BlocksFirst(_looks_up_then_answers(), delay), lookup_tools()
+    return Slow(_looks_up_then_goes_silent() if kind == 2 else _looks_up_then_answers(), delay), lookup_tools()
 
 
 # -- limits: the context budget, the output budget, and cancellation -------------------
@@ -385,6 +430,101 @@ def _build_weather(knobs: Mapping[str, int]) -> tuple[Model, Tools]:
     case = WEATHER_CASES[knobs["case"]]
     decider = WeatherDemo() if knobs["case"] == 0 else BOUNDARY_CASES[case]
     return from_decider(decider), weather_tools()
+
+
+# -- real_model: a provider's faults, through the real SDK and adapter, from 127.0.0.1 -------
+
+# (label, provider) for each wire format the adapters speak.
+WIRE_FORMATS = (
+    ("Chat Completions (openai)", "openai-chat"),
+    ("Responses (openai)", "openai-responses"),
+    ("Messages (anthropic)", "anthropic"),
+)
+WIRE_LABELS = tuple(label for label, _ in WIRE_FORMATS)
+PROVIDER_ANSWERS = (
+    "a good call, then an answer",
+    "arguments that are not JSON",
+    "a call with no id",
+    "an invented tool name",
+    "an answer cut off at its token limit",
+    "a server that stalls mid-answer",
+)
+_REPLIES = {"openai-chat": chat_reply, "openai-responses": responses_reply, "anthropic": anthropic_reply}
+_CUT_OFF = {
+    "openai-chat": {"finish_reason": "length"},
+    "openai-responses": {"incomplete": "max_output_tokens"},
+    "anthropic": {"stop_reason": "max_tokens"},
+}
+
+
+def _provider_answer(provider: str, answer: int) -> Reply:
+    """The scripted provider's first reply: a good call of lookup, or PROVIDER_ANSWERS[answer]'s fault."""
+    reply = _REPLIES[provider]
+    good = {"id": "toolu_a1" if provider == "anthropic" else "call_a1", "name": "lookup", "args": {"id": "A"}}
+    usage = (152, 41)
+    if answer == 1:
+        return reply(calls=[{**good, "args": '{"id": "A",'}], usage=usage)  # cut short mid-JSON
+    if answer == 2:
+        return reply(calls=[{**good, "id": None}], usage=usage)
+    if answer == 3:
+        return reply(calls=[{**good, "name": "search_catalogue"}], usage=usage)
+    if answer == 4:
+        return reply(text="Book A is avail", usage=usage, **_CUT_OFF[provider])
+    if answer == 5:
+        return Reply(reply(text="never").body, stall=True)  # half the body, then nothing
+    return reply(calls=[good], usage=usage)
+
+
+@functools.cache
+def _sdk_ready(provider: str) -> bool:
+    """Import the provider's SDK (and its lazy parts) once, before any run: not on a run's clock."""
+    client = client_for(provider, api_key="scripted", base_url="http://127.0.0.1:9")  # a ConfigError if missing
+    ADAPTERS[provider](client, "scripted", {})  # touches the endpoint the adapter will call
+    return True
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One TLS context for every client: a client makes its own otherwise, which takes about 0.1 s."""
+    return ssl.create_default_context()
+
+
+def _sdk_client(provider: str, base_url: str) -> Any:
+    """The official SDK's async client, as `client_for` makes it (no retries), but made in a millisecond."""
+    sdk = importlib.import_module("anthropic" if provider == "anthropic" else "openai")
+    make = sdk.AsyncAnthropic if provider == "anthropic" else sdk.AsyncOpenAI
+    http = sdk.DefaultAsyncHttpxClient(verify=_tls())
+    return make(api_key="scripted", base_url=base_url, max_retries=0, http_client=http)
+
+
+def _scripted_provider(provider: str, answer: int, tools: Tools) -> Model:
+    """The official SDK and agentlab's adapter, talking each turn to a fresh server on 127.0.0.1.
+
+    A server and a client per turn, so a run owns everything it talks to: nothing is shared between the
+    playground's runs (each on its own thread and event loop), and nothing outlives the turn.
+    """
+    _sdk_ready(provider)
+
+    async def model(messages: Sequence[Mapping[str, Any]], signal: AbortSignal) -> Decision:
+        if _turn(messages) == 1:
+            reply = _provider_answer(provider, answer)
+        else:
+            text = "; ".join(_describe_book(result) for result in _results(messages).values())
+            reply = _REPLIES[provider](text=text, usage=(231, 12))
+        server = LoopbackServer(reply)
+        try:
+            base_url = server.url if provider == "anthropic" else server.openai_url
+            async with _sdk_client(provider, base_url) as client:
+                return await ADAPTERS[provider](client, "scripted", tools)(messages, signal)
+        finally:  # closing waits for the server's loop to notice: let a thread wait, not the run
+            threading.Thread(target=server.close, name="loopback-close", daemon=True).start()
+
+    return model
+
+
+def _build_real_model(knobs: Mapping[str, int]) -> tuple[Model, Tools]:
+    tools = lookup_tools()
+    return _scripted_provider(WIRE_FORMATS[knobs["wire_format"]][1], knobs["answer"], tools), tools
 
 
 # -- recovery: a refused batch goes back to the model, within max_refusals ---------------
@@ -527,13 +667,15 @@ def _build_write_budget(knobs: Mapping[str, int]) -> Agent:
 
 # 09c: at most once. The same reservation asked for again: the idempotency key decides what happens.
 
-KEYS = ("run-n/<call id>", "order-7/reserve")  # the default key, and the application's
+# The rule first (the application's key), the store's default one click away.
+KEYS = ("the application's: order-7/reserve", "the store's default: run-n/<call id>")
 IDS = ("fresh each time", "the same each time")
 
 
 class AsksAgain:
     """Alan wants one copy of D. The model asks for it `times` times, a turn each (it did not trust the
-    answer), with a fresh call id each time or the same one, then says what each attempt got back."""
+    answer), with a fresh call id each time, as a provider gives each new request, or the same one, as a
+    played-back response repeats it; then it says what each attempt got back."""
 
     def __init__(self, times: int, same_id: bool) -> None:
         self.times, self.same_id = times, same_id
@@ -548,43 +690,85 @@ class AsksAgain:
 
 def _build_at_most_once(knobs: Mapping[str, int]) -> Agent:
     store = Store()
-    key = (lambda call: f"order-7/{call.name}") if knobs["key"] == 1 else None
+    key = (lambda call: f"order-7/{call.name}") if knobs["key"] == 0 else None
     return AsksAgain(knobs["times"], knobs["ids"] == 1), store.tools(key=key), {"approve": _policy(1)}
 
 
-# 09d: whole or nothing. The shop takes a deposit inside the write's transaction, just before its commit.
+# 09d: whole or nothing, in the database. Eve's reservation needs a deposit, taken by a card service outside the
+# shop's database (agentlab/writes/card.py): inside the write's transaction, where a rollback does not undo it, or
+# through the outbox, sent after the commit.
 
-CARD_SERVICE = ("takes the deposit", "declines (raises)", "ignores the stop")
+DEPOSIT_WHERE = ("before_commit (unsafe)", "before_commit, then refund", "outbox, after the commit")
+CARD_SERVICE = ("takes the deposit", "declines (raises)", "ignores the stop")  # CardService's FAULTS, in order
 
 
-def _card_service(fault: int, card_ms: int) -> Callable[[ToolCall, AbortSignal], None]:
-    """The store's before_commit: a card service that takes `card_ms`, then succeeds or raises."""
+def _charges_in_the_transaction(card: CardService) -> Callable[[ToolCall, AbortSignal], None]:
+    """The store's before_commit, made to reach outside: UNSAFE, a rollback leaves the charge standing."""
 
     def take_deposit(call: ToolCall, signal: AbortSignal) -> None:
-        if fault == 2:
-            time.sleep(card_ms / 1000)  # deaf: it runs its course, whatever the run's signal says
-        else:
-            signal.wait_sync(card_ms / 1000)  # returns at once if the run is stopped
-        if fault == 1:
-            raise ConnectionError("the card service declined the deposit")
+        card.charge(call.id, {"customer": call.args["customer"], "amount": DEPOSIT}, signal)
 
     return take_deposit
 
 
-def _takes_deposit() -> Model:
-    """Reserves one copy of C for Eve, then says what came of it."""
+def _deposit_tools(store: Store, card: CardService, *, refund: bool, outbox: bool) -> Tools:
+    """The shop's tools, its reserve taking the deposit (in `store`'s before_commit, or through its `outbox`).
+
+    Once a write has settled, the shop checks its books against the card service's (`store.problems(charged=...)`,
+    as notebook 09d teaches) and says what it found in its result; with `refund` (compensation), it refunds a
+    charge no applied write accounts for. Through the outbox, the message is sent right after the commit, and
+    not on the run's signal: it is committed, so the run's stop is not its business; a message that fails stays
+    in the outbox.
+    """
+    tools = dict(store.tools())
+    reserve = tools["reserve"].run
+
+    def run(value: Any, signal: AbortSignal, call: ToolCall) -> dict[str, Any]:
+        try:
+            result = dict(reserve(value, signal, call))
+        except WriteRolledBack as error:
+            found = store.problems(charged=card.charged())
+            if not found:
+                raise
+            if refund:
+                refunded = ", ".join(refund_unapplied(store, card))
+                raise WriteRolledBack(f"refunded the deposit of key {refunded} (compensation); {error}") from error
+            raise WriteRolledBack(f"{found[0]}; {error}") from error
+        if "reservation" not in result:
+            return result
+        if not outbox:
+            result["deposit"] = "taken inside the transaction"
+            return result
+        sent = store.send_outbox(card.charge)
+        if sent and sent[0]["outcome"] == "sent":
+            result["deposit"] = "taken after the commit"
+        else:
+            result["deposit"] = "declined: kept in the outbox, to send again with the same key"
+        return result
+
+    run.store, run.card = store, card  # type: ignore[attr-defined]  # what a test looks at after the run
+    tools["reserve"] = dataclasses.replace(tools["reserve"], run=run)
+    return tools
+
+
+def _reserves_for_eve() -> Model:
+    """Reserves one copy of C for Eve, then says what came of it, and of her deposit."""
 
     async def model(messages: Sequence[Mapping[str, Any]], signal: AbortSignal) -> Decision:
         if _turn(messages) == 1:
             return calls(call("reserve", {"book": "C", "customer": "eve", "quantity": 1}, "w1"))
-        return final(f"Eve: {_reserved(_write_result(messages, 'w1'))}")
+        result = _write_result(messages, "w1")
+        deposit = f"; deposit {result['deposit']}" if "deposit" in result else ""
+        return final(f"Eve: {_reserved(result)}{deposit}")
 
     return model
 
 
 def _build_whole_or_nothing(knobs: Mapping[str, int]) -> Agent:
-    store = Store(before_commit=_card_service(knobs["card_service"], knobs["card_ms"]))
-    return _takes_deposit(), store.tools(), {"approve": _policy(1)}
+    card = CardService(takes_ms=knobs["card_ms"], fault=FAULTS[knobs["card_service"]])
+    refund, outbox = knobs["deposit"] == 1, knobs["deposit"] == 2  # DEPOSIT_WHERE's second and third choices
+    store = Store(outbox=deposit_for) if outbox else Store(before_commit=_charges_in_the_transaction(card))
+    return _reserves_for_eve(), _deposit_tools(store, card, refund=refund, outbox=outbox), {"approve": _policy(1)}
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -599,6 +783,7 @@ SCENARIOS: dict[str, Scenario] = {
             knobs=(
                 Knob("books", "books to look up", 1, len(BOOKS), 3),
                 Knob("per_turn", "lookups per turn", 1, len(BOOKS), 2),
+                Knob("slow_a_ms", "looking up A takes (ms)", 0, 200, 50, step=10),
             ),
         ),
         Scenario(
@@ -608,7 +793,7 @@ SCENARIOS: dict[str, Scenario] = {
             build=_build_tool_names,
             limits={"max_turns": 6, "max_calls": 8, "timeout_ms": 2000, "max_chars": 2000},
             knobs=(
-                Knob("name", "tool name proposed", 0, len(TOOL_NAMES) - 1, 2, choices=TOOL_NAMES),
+                Knob("name", "tool name proposed", 0, len(TOOL_NAMES) - 1, 3, choices=TOOL_NAMES),
                 Knob("good_calls_before", "good calls before it", 0, 2, 1),
             ),
         ),
@@ -655,9 +840,13 @@ SCENARIOS: dict[str, Scenario] = {
                     "blocking",
                     "the model",
                     0,
-                    1,
+                    2,
                     0,
-                    choices=("awaits (honours the signal)", "blocks its thread (ignores the signal)"),
+                    choices=(
+                        "awaits (honours the signal)",
+                        "blocks its thread (ignores the signal)",
+                        "goes silent in turn 2 (ignores the signal)",
+                    ),
                 ),
             ),
         ),
@@ -683,17 +872,17 @@ SCENARIOS: dict[str, Scenario] = {
             forbid_repeats=True,
         ),
         Scenario(
-            key="recovery",
-            title="A refused batch goes back to the model, within max_refusals",
-            input="Look up book A.",
-            build=_build_recovery,
+            key="real_model",
+            title="A provider's faults, through the real SDK and adapter",
+            input="Is book A on the shelf?",
+            build=_build_real_model,
             limits={"max_turns": 6, "max_calls": 8, "timeout_ms": 2000, "max_chars": 4000},
             knobs=(
-                Knob("max_refusals", "max_refusals", 0, 5, 1),
-                Knob("slips", "times the model slips", 0, 6, 2),
-                Knob("slip", "its slip", 0, len(SLIPS) - 1, 0, choices=SLIPS),
+                Knob("max_tokens", "max_tokens", 0, 1000, 1000, step=10),
+                Knob("answer", "the provider's answer", 0, len(PROVIDER_ANSWERS) - 1, 1, choices=PROVIDER_ANSWERS),
+                Knob("wire_format", "the wire format", 0, len(WIRE_FORMATS) - 1, 0, choices=WIRE_LABELS),
             ),
-            loop_knobs=("max_refusals",),
+            loop_knobs=("max_tokens",),
         ),
         Scenario(
             key="approval",
@@ -733,16 +922,30 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             key="whole_or_nothing",
-            title="Whole or nothing: a write stopped or failing before its commit",
+            title="Whole or nothing in the database; a deposit taken outside it",
             input="One copy of C, please. (Eve)",
             build=_build_whole_or_nothing,
             limits={"max_turns": 6, "max_calls": 8, "timeout_ms": 500, "max_chars": 4000},
             knobs=(
                 Knob("write_grace_ms", "write_grace_ms", 0, 3000, 1000, step=100),
+                Knob("deposit", "where the deposit is taken", 0, len(DEPOSIT_WHERE) - 1, 0, choices=DEPOSIT_WHERE),
                 Knob("card_service", "the card service", 0, len(CARD_SERVICE) - 1, 0, choices=CARD_SERVICE),
                 Knob("card_ms", "the card service takes (ms)", 0, 3000, 1000, step=100),
             ),
             loop_knobs=("write_grace_ms",),
+        ),
+        Scenario(
+            key="recovery",
+            title="A refused batch goes back to the model, within max_refusals",
+            input="Look up book A.",
+            build=_build_recovery,
+            limits={"max_turns": 6, "max_calls": 8, "timeout_ms": 2000, "max_chars": 4000},
+            knobs=(
+                Knob("max_refusals", "max_refusals", 0, 5, 1),
+                Knob("slips", "times the model slips", 0, 6, 2),
+                Knob("slip", "its slip", 0, len(SLIPS) - 1, 0, choices=SLIPS),
+            ),
+            loop_knobs=("max_refusals",),
         ),
     )
 }

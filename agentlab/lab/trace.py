@@ -87,7 +87,7 @@ def steps(run: Any) -> list[Step]:
                 out.append(Step("call", turn, _json(call.get("args")), call_id, name, tokens=tokens))
                 tokens = ""
         elif message.get("role") == "tool":
-            call_id = str(message.get("call_id"))
+            call_id = _proposed_id(message.get("call_id"))  # a naive loop's result may have none
             if call_id in pending and not _stopped_mid_write(str(message.get("content", ""))):
                 pending.remove(call_id)
             kind, text = _returned(str(message.get("content", "")))
@@ -166,7 +166,7 @@ def gauges(run: Any) -> list[Gauge]:
     chars = f"{usage.chars} / {limits.max_chars}"
     if isinstance(run, OutputBudgetError) and isinstance(rejected, dict) and isinstance(rejected.get("text"), str):
         chars += f" (final text {len(rejected['text'])})"
-    over_time = isinstance(run, DeadlineError)
+    over_time = isinstance(run, DeadlineError) or usage.elapsed_ms > limits.timeout_ms  # (a naive loop's overrun)
     timeout = f"{limits.timeout_ms:g} ms"
     out = [
         Gauge("turns", usage.turns, limits.max_turns, tripped == "max_turns", f"{usage.turns} / {limits.max_turns}"),

@@ -35,6 +35,7 @@ import ipywidgets as widgets
 from agentlab.abort import AbortController
 from agentlab.errors import AbortError, ConfigError
 from agentlab.lab import _look as look
+from agentlab.lab.naive import NaiveCrash, NaiveLoop, NaiveRun
 from agentlab.lab.scenarios import LIMIT_NAMES, Scenario, get_scenario, run_scenario
 from agentlab.lab.trace import clip, render_html, render_text
 from agentlab.loop import AgentResult
@@ -54,17 +55,21 @@ _LIMIT_RANGES: dict[str, tuple[int, int]] = {
 # swap their result in, so dragging a slider over a fast scenario does not flicker.
 RUNNING_AFTER_S = 0.15
 STOPPED = "aborted: the Stop button was pressed"
+AGENTLAB, NAIVE = "agentlab's loop", "the naive loop"
+SNAPSHOT = "A snapshot of the last run, saved with the notebook: run the cell (Shift+Enter) to get the controls."
 REPLACED = "aborted: a newer run replaced this one"
 
 
-def playground(scenario: Scenario | str, **settings: Any) -> Playground:
+def playground(scenario: Scenario | str, naive: NaiveLoop | None = None, **settings: Any) -> Playground:
     """A live playground for `scenario` (a Scenario or a key of `SCENARIOS`), starting from `settings`.
 
     `settings` may set any limit (max_turns, max_calls, timeout_ms, max_chars)
-    and any of the scenario's knobs. The scenario runs once before this returns,
-    so the cell's output shows a finished run.
+    and any of the scenario's knobs. With `naive` (the notebook's loop without
+    the rule), a toggle runs the same scenario through it instead of agent_loop.
+    The scenario runs once before this returns, so the cell's output shows a
+    finished run.
     """
-    return Playground(scenario, **settings)
+    return Playground(scenario, naive=naive, **settings)
 
 
 @dataclass
@@ -72,6 +77,7 @@ class _Flight:
     """One run in flight: its settings, the controller that stops it, and its outcome when it ends."""
 
     settings: dict[str, int]
+    naive: bool = False  # run through the notebook's naive loop, not agent_loop
     controller: AbortController = field(default_factory=AbortController)
     done: concurrent.futures.Future[Outcome] = field(default_factory=concurrent.futures.Future)
 
@@ -85,8 +91,11 @@ class Playground:
     run in flight. `box` is the whole widget.
     """
 
-    def __init__(self, scenario: Scenario | str, **settings: Any) -> None:
+    def __init__(self, scenario: Scenario | str, naive: NaiveLoop | None = None, **settings: Any) -> None:
         self.scenario = scenario if isinstance(scenario, Scenario) else get_scenario(scenario)
+        if naive is not None and not callable(naive):
+            raise ConfigError(f"naive must be a loop function naive(question, model, tools), got {naive!r}")
+        self.naive = naive
         start = self.scenario.defaults()
         unknown = sorted(set(settings) - set(start))
         if unknown:
@@ -104,8 +113,16 @@ class Playground:
             layout=widgets.Layout(width="8em"),
         )
         self.view = widgets.HTML()
+        # Which loop runs the scenario: only a playground given the notebook's naive loop has the toggle.
+        self.loop = widgets.ToggleButtons(
+            options=[(AGENTLAB, False), (NAIVE, True)],
+            value=False,
+            tooltips=["agent_loop, with every rule", "the notebook's loop without the rule, on the same scenario"],
+            style={"button_width": "12em"},
+        )
         self.box = widgets.VBox(
             [
+                *([self.loop] if naive is not None else []),
                 widgets.HBox(
                     [
                         self._column("the loop's limits", [*LIMIT_NAMES, *self.scenario.loop_knobs]),
@@ -123,10 +140,11 @@ class Playground:
         self.status = ""
         self.outcome: Outcome | None = None
         self._shown: dict[str, int] = {}  # the settings of the run `outcome` came from
+        self._shown_naive = False  # and whether the naive loop ran it
         self._lock = threading.Lock()
         self._flight: _Flight | None = None
         self._start().done.result()  # the first run, before anything is displayed
-        for control in self.controls.values():
+        for control in (*self.controls.values(), self.loop):
             control.observe(self._on_change, names="value")
         self.stop.on_click(self._on_stop)
 
@@ -146,7 +164,7 @@ class Playground:
         flight = self._in_flight()
         if flight is not None:
             flight.controller.abort(AbortError("aborted: the playground was closed"))
-        for widget in (*self.controls.values(), self.stop, self.view, self.box):
+        for widget in (*self.controls.values(), self.loop, self.stop, self.view, self.box):
             widget.close()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
@@ -154,16 +172,17 @@ class Playground:
         live = self.box._repr_mimebundle_  # None once the widget is closed: then only the snapshot
         bundle = dict(live(**kwargs) or {}) if callable(live) else {}
         with self._lock:
-            outcome, shown = self.outcome, dict(self._shown)
-        bundle["text/html"] = render_view(self.scenario, shown, outcome)
-        bundle["text/plain"] = render_plain(self.scenario, shown, outcome)
+            outcome, shown, naive = self.outcome, dict(self._shown), self._shown_naive
+        loop = self._loop_label(naive)
+        bundle["text/html"] = render_view(self.scenario, shown, outcome, loop=loop, snapshot=True)
+        bundle["text/plain"] = f"{SNAPSHOT}\n{render_plain(self.scenario, shown, outcome, loop=loop)}"
         return bundle
 
     # -- running -------------------------------------------------------------------
 
     def _start(self) -> _Flight:
         """Start a run with the current settings; abort the one in flight, whose outcome is dropped."""
-        flight = _Flight(self.settings())
+        flight = _Flight(self.settings(), naive=self.naive is not None and self.loop.value)
         flight.done.set_running_or_notify_cancel()  # nobody may cancel it: the worker always settles it
         with self._lock:
             previous, self._flight = self._flight, flight
@@ -178,7 +197,8 @@ class Playground:
 
         async def start() -> Outcome:
             asyncio.get_running_loop().call_later(RUNNING_AFTER_S, self._show_running, flight)
-            return await run_scenario(self.scenario, signal=flight.controller.signal, **flight.settings)
+            naive = self.naive if flight.naive else None
+            return await run_scenario(self.scenario, naive, signal=flight.controller.signal, **flight.settings)
 
         try:
             outcome: Outcome = run_on_new_loop(start)
@@ -188,6 +208,7 @@ class Playground:
             if self._flight is flight:
                 self._flight = None
                 self.outcome, self.status, self._shown = outcome, status_line(outcome), flight.settings
+                self._shown_naive = flight.naive
                 self._write_view(running=False)
         flight.done.set_result(outcome)
 
@@ -198,9 +219,16 @@ class Playground:
 
     def _write_view(self, *, running: bool) -> None:
         """Render the view and the Stop button's state (called with the lock held)."""
-        self.view.value = render_view(self.scenario, self._shown, self.outcome, running=running)
+        loop = self._loop_label(self._shown_naive)
+        self.view.value = render_view(self.scenario, self._shown, self.outcome, running=running, loop=loop)
         self.stop.disabled = not running
         self.stop.button_style = "danger" if running else ""  # red while it can stop something, grey when not
+
+    def _loop_label(self, naive: bool) -> str:
+        """Which loop ran the shown run, for a playground that has the toggle ("" for one that has not)."""
+        if self.naive is None:
+            return ""
+        return NAIVE if naive else AGENTLAB
 
     def _in_flight(self) -> _Flight | None:
         with self._lock:
@@ -272,15 +300,19 @@ def status_line(outcome: Outcome | None) -> str:
     """One line for a finished run: the answer, or the error's type and message."""
     if outcome is None:
         return "not run yet"
+    if isinstance(outcome, NaiveRun):  # no ✓: a naive loop's answer is only what it happened to say
+        return f"the naive loop answered: {clip(outcome.text, 200)}"
+    if isinstance(outcome, NaiveCrash):
+        return f"✗ the naive loop failed: {outcome}"
     if isinstance(outcome, AgentResult):
         return f"✓ answered: {clip(outcome.text, 200)}"
     return f"✗ {type(outcome).__name__}: {outcome}"
 
 
-def describe_settings(scenario: Scenario, settings: Mapping[str, int]) -> str:
-    """The settings of a run as `name=value` pairs; a knob with choices shows its choice."""
+def describe_settings(scenario: Scenario, settings: Mapping[str, int], loop: str = "") -> str:
+    """The settings of a run as `name=value` pairs; a knob with choices shows its choice; `loop` leads if given."""
     knobs = {knob.name: knob for knob in scenario.knobs}
-    parts = []
+    parts = [loop] if loop else []
     for name, value in settings.items():
         knob = knobs.get(name)
         parts.append(f"{name}={knob.describe(value) if knob is not None else value}")
@@ -293,33 +325,50 @@ _LINE = "margin:2px 0;line-height:1.35"
 _STATUS = {"ok": look.GREEN, "bad": look.RED, "running": look.AMBER}
 
 
-def render_view(scenario: Scenario, settings: Mapping[str, int], outcome: Outcome | None, running: bool = False) -> str:
+def render_view(
+    scenario: Scenario,
+    settings: Mapping[str, int],
+    outcome: Outcome | None,
+    running: bool = False,
+    *,
+    loop: str = "",
+    snapshot: bool = False,
+) -> str:
     """The playground's view: a title, the status line, the settings, and the trace of the last run.
 
-    While a run is in flight the status says so and the last trace stays, faded.
+    While a run is in flight the status says so and the last trace stays, faded. `loop` names the loop that ran
+    it (a playground with the naive toggle); a `snapshot` (what a saved notebook shows) says how to get the
+    controls.
     """
     e = html.escape
     if running:
         status, kind = "… running (Stop aborts it)", "running"
+    elif isinstance(outcome, NaiveRun):
+        status, kind = status_line(outcome), "running"  # amber: an answer nothing checked
     else:
         status, kind = status_line(outcome), "ok" if isinstance(outcome, AgentResult) else "bad"
+    described = describe_settings(scenario, settings, loop)
+    note = f"<div class='snapshot'{look.attr(f'{look.MUTED};{_LINE};font-style:italic')}>{e(SNAPSHOT)}</div>"
     trace = render_html(outcome, headline=False) if outcome is not None else ""
     status_css = f"font-weight:bold;{_LINE};white-space:pre-wrap;overflow-wrap:break-word;color:{_STATUS[kind]}"
     return (
         f"<div class='agentlab-playground'{look.attr(f'{look.SANS};max-width:62em;line-height:1.35')}>"
+        f"{note if snapshot else ''}"
         f"<div class='title'{look.attr(f'{look.MUTED};{_LINE}')}>playground · {e(scenario.key)} · "
         f"{e(scenario.title)}</div>"
         f"<div class='status {kind}'{look.attr(status_css)}>{e(status)}</div>"
         f"<div class='{'stale' if running else 'last'}'{look.attr('opacity:.45' if running else 'opacity:1')}>"
-        f"<div class='settings'{look.attr(f'{look.MUTED};{_LINE}')}>{e(describe_settings(scenario, settings))}</div>"
+        f"<div class='settings'{look.attr(f'{look.MUTED};{_LINE}')}>{e(described)}</div>"
         f"{trace}</div></div>"
     )
 
 
-def render_plain(scenario: Scenario, settings: Mapping[str, int], outcome: Outcome | None) -> str:
+def render_plain(scenario: Scenario, settings: Mapping[str, int], outcome: Outcome | None, loop: str = "") -> str:
     """The last run as plain text: the settings, then its trace."""
     trace = render_text(outcome) if outcome is not None else status_line(None)
-    return f"playground {scenario.key}: {describe_settings(scenario, settings)}\n{trace}"
+    if isinstance(outcome, NaiveRun | NaiveCrash):  # a naive run's headline says which loop ran it
+        trace = "\n".join([status_line(outcome), *trace.splitlines()[1:]])
+    return f"playground {scenario.key}: {describe_settings(scenario, settings, loop)}\n{trace}"
 
 
 __all__ = ["Playground", "describe_settings", "playground", "render_plain", "render_view", "status_line"]

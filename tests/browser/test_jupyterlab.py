@@ -187,6 +187,30 @@ def drive_weather(view: PlaygroundView, shot: Shot) -> None:
     shot("one-turn")
 
 
+def drive_real_model(view: PlaygroundView, shot: Shot) -> None:
+    """Each fault of the scripted provider meets its check, through the real SDK; the token budget holds."""
+    view.choose("wire_format", 0)
+    view.choose("answer", 1)
+    status = view.wait_settled_as_expected({**view.settings(), "wire_format": 0, "answer": 1})
+    assert status.startswith("✗ ModelOutputError") and "not JSON" in status, shot("not-json")
+    view.choose("answer", 0)  # a good call: the lookup runs, then the answer
+    status = view.wait_settled_as_expected({**view.settings(), "answer": 0})
+    assert status.startswith("✓ answered") and view.rows("result") == 1, shot("good-call")
+    view.type_into_readout("max_tokens", 430)  # the run spends 436 tokens
+    status = view.wait_settled_as_expected({**view.settings(), "max_tokens": 430})
+    assert status.startswith("✗ TokenBudgetError") and view.tripped_gauges() == ["tokens"], shot("tokens")
+    view.type_into_readout("max_tokens", 1000)
+    view.choose("wire_format", 2)  # Anthropic Messages: the same fault, the same refusal
+    view.choose("answer", 3)
+    status = view.wait_settled_as_expected({**view.settings(), "max_tokens": 1000, "wire_format": 2, "answer": 3})
+    assert status.startswith("✗ UnknownToolError") and view.rows("result") == 0, shot("invented-name")
+    view.type_into_readout("timeout_ms", 300)
+    view.choose("answer", 5)  # the server stalls for a minute: the deadline ends the run
+    status = view.wait_settled_as_expected({**view.settings(), "timeout_ms": 300, "answer": 5})
+    assert status.startswith("✗ DeadlineError") and view.tripped_gauges() == ["time"], shot("stall")
+    shot("stall")
+
+
 def drive_recovery(view: PlaygroundView, shot: Shot) -> None:
     """Two slips with one refusal allowed end the run; two allowed, it recovers; 0 is the exercise's contract."""
     view.type_into_readout("max_refusals", 1)
@@ -236,15 +260,15 @@ def drive_write_budget(view: PlaygroundView, shot: Shot) -> None:
 
 
 def drive_at_most_once(view: PlaygroundView, shot: Shot) -> None:
-    """Fresh ids write twice; the application's key replays the first result; one id twice is refused."""
+    """The application's key replays the first result; the store's default key writes twice; one id twice is refused."""
     view.type_into_readout("times", 2)
     view.choose("ids", 0)
     view.choose("key", 0)
     status = view.wait_settled_as_expected({**view.settings(), "times": 2, "ids": 0, "key": 0})
-    assert "w1: reservation 3" in status and "w2: reservation 4" in status, shot("two-reservations")
+    assert "w1: reservation 3" in status and "w2: reservation 3" in status, shot("replayed")
     view.choose("key", 1)
     status = view.wait_settled_as_expected({**view.settings(), "key": 1})
-    assert "w1: reservation 3" in status and "w2: reservation 3" in status, shot("replayed")
+    assert "w1: reservation 3" in status and "w2: reservation 4" in status, shot("two-reservations")
     view.choose("ids", 1)
     status = view.wait_settled_as_expected({**view.settings(), "ids": 1})
     assert status.startswith("✗ DuplicateCallIdError") and view.rows("result") == 1, shot("same-id")
@@ -252,20 +276,31 @@ def drive_at_most_once(view: PlaygroundView, shot: Shot) -> None:
 
 
 def drive_whole_or_nothing(view: PlaygroundView, shot: Shot) -> None:
-    """A slow deposit meets the deadline and rolls back; with time enough it commits; a decline rolls back."""
+    """A deposit taken in before_commit: the deadline rolls the write back and the charge stands, found by the
+    check; with time enough it commits; a decline rolls back. Through the outbox, the write commits first."""
     for name, value in {"card_ms": 1000, "timeout_ms": 500, "write_grace_ms": 1000}.items():
         view.type_into_readout(name, value)
+    view.choose("deposit", 0)
     view.choose("card_service", 0)
-    settings = {"card_ms": 1000, "timeout_ms": 500, "write_grace_ms": 1000, "card_service": 0}
+    settings = {"card_ms": 1000, "timeout_ms": 500, "write_grace_ms": 1000, "deposit": 0, "card_service": 0}
     status = view.wait_settled_as_expected({**view.settings(), **settings})
-    assert status.startswith("✗ DeadlineError") and "↺ rolled back" in view.view_text(), shot("rolled-back")
+    text = view.view_text()
+    assert status.startswith("✗ DeadlineError") and "↺ rolled back" in text, shot("rolled-back")
+    assert "taken outside the database" in text, shot("rolled-back")
     view.type_into_readout("timeout_ms", 2000)
     status = view.wait_settled_as_expected({**view.settings(), "timeout_ms": 2000})
-    assert status == "✓ answered: Eve: reservation 3 (2 left on hand)", shot("committed")
+    assert status == "✓ answered: Eve: reservation 3 (2 left on hand); deposit taken inside the transaction", shot(
+        "committed"
+    )
     view.choose("card_service", 1)
     status = view.wait_settled_as_expected({**view.settings(), "card_service": 1})
     assert status.startswith("✗ ToolError") and "nothing of it was applied" in status, shot("declined")
-    shot("declined")
+    view.choose("card_service", 0)
+    view.type_into_readout("timeout_ms", 500)
+    view.choose("deposit", 2)  # the outbox: the write commits at once, the deposit goes after the commit
+    status = view.wait_settled_as_expected({**view.settings(), "card_service": 0, "timeout_ms": 500, "deposit": 2})
+    assert status.startswith("✗ DeadlineError") and "taken after the commit" in view.view_text(), shot("outbox")
+    shot("outbox")
 
 
 DRIVERS: dict[str, Callable[[PlaygroundView, Shot], None]] = {
@@ -277,11 +312,12 @@ DRIVERS: dict[str, Callable[[PlaygroundView, Shot], None]] = {
     "deadline": drive_deadline,
     "limits": drive_limits,
     "weather": drive_weather,
-    "recovery": drive_recovery,
+    "real_model": drive_real_model,
     "approval": drive_approval,
     "write_budget": drive_write_budget,
     "at_most_once": drive_at_most_once,
     "whole_or_nothing": drive_whole_or_nothing,
+    "recovery": drive_recovery,
 }
 DRIVEN: set[str] = set()  # the playgrounds (and "desk") driven in this session
 RAN: set[Path] = set()  # the notebooks that ran clean in this session
@@ -289,11 +325,13 @@ RIGHT_ALIGNED: dict[str, list[str]] = {}  # agentlab tables JupyterLab aligns ri
 
 
 def drive_desk(page: NotebookPage) -> None:
-    """09a_approval's live approval desk: Deny with a reason, run the cell again, Approve, run it once more.
+    """A live approval desk (09a_approval's, 09c_at_most_once's): Deny with a reason, run the cell again,
+    Approve, run it once more.
 
     The denial's reason must reach the model (its answer quotes it) and
-    nothing is reserved; the approval writes the reservation; the third card
-    says the write is a replay (its tools make the key from Linus's order, the same in every run).
+    nothing is reserved; the approval writes the reservation. The third card
+    says the write is a replay exactly where the tools make the key from Linus's order, the same in every
+    run (09c); with the store's default key (09a) each run is a new write.
     """
     waiting = page.page.evaluate(
         """() => Array.from(document.querySelectorAll('.jp-NotebookPanel .jp-Notebook .jp-Cell')).flatMap(
@@ -339,8 +377,9 @@ def drive_desk(page: NotebookPage) -> None:
     page.menu("Run", "runmenu:run")
     wait_for("a third card waiting for an answer", lambda: approve.count() == 1, 30)
     card = cell.locator(".agentlab-change").first
-    assert "has run before" in card.inner_text(), shot("replay")
-    shot("replay")
+    keyed = "key=order_12" in cell.locator(".jp-InputArea").inner_text()
+    assert ("has run before" in card.inner_text()) == keyed, shot("replay" if keyed else "new-write")
+    shot("replay" if keyed else "new-write")
 
 
 def test_every_scenario_has_a_driver() -> None:
