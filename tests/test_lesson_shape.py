@@ -137,3 +137,18 @@ def test_printed_lines_fit_a_laptop_screen(stem: str) -> None:
                 continue
             long = [line for line in text.splitlines() if len(line) > 100]
             assert not long, f"{stem}, code cell {number}: {len(long[0])} characters: {long[0][:60]}..."
+
+
+# Where the rule is the store's (09c's key, 09d's transaction) or the adapter's (10's wire format), a loop without
+# it changes nothing: those lessons compare a store or an adapter without the rule in their "Without the rule".
+NO_TOGGLE = {"09c_at_most_once": "the store's key", "09d_whole_or_nothing": "the store's", "10_real_model": "adapter"}
+
+
+PAGES = ("00_start_here", "05b_asyncio_primer", "07b_the_whole_loop")  # pages, not lessons: no playground
+
+
+@pytest.mark.parametrize("stem", [s for s in READING_ORDER if s not in PAGES and s not in NO_TOGGLE])
+def test_a_lesson_playground_toggles_to_its_naive_loop(stem: str) -> None:
+    source = "\n".join(cell.source for cell in cells(stem) if cell.cell_type == "code")
+    assert re.search(r'playground\("\w+", naive=naive_loop', source), f"{stem}'s playground has no naive toggle"
+    assert "async def naive_loop(" in source

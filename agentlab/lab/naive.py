@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from agentlab.abort import AbortSignal
+from agentlab.abort import AbortController, AbortSignal
 from agentlab.callees import Callee
 from agentlab.history import context_size
 from agentlab.result import Limits, Usage
@@ -192,6 +192,7 @@ async def run_naive(
     playground shows every outcome alike.
     """
     watch = _Watch()
+    signal = signal if signal is not None else AbortController().signal  # tools that read it get one that never aborts
     bound = Limits(**{name: limits[name] for name in ("max_turns", "max_calls", "timeout_ms", "max_chars")})
     try:
         model, tools = _watched_model(model, watch, signal), _watched_tools(tools, watch, signal)

@@ -21,17 +21,7 @@ from agentlab import behaviours
 from agentlab.errors import ConfigError
 from agentlab.lab import _look as look
 
-# The renames from the JavaScript: camelCase options and fields become snake_case, a rejected promise a raised
-# exception, `assert.rejects(..., /phrase/)` a check that the error's message matches the phrase.
-RENAMES = (
-    ("agentLoop(input, model, tools, options)", "agent_loop(input, model, tools, **options)"),
-    ("callId", "call_id"),
-    ("maxTurns, maxCalls, timeoutMs, maxChars", "max_turns, max_calls, timeout_ms, max_chars"),
-    ("parseLookupArgs", "parse_lookup_args"),
-    ("new AbortController(); c.abort(reason)", "AbortController(); c.abort(reason)"),
-    ("assert.rejects(run, /phrase/)", "the run raises an error whose message matches the phrase"),
-)
-
+# The renames from the JavaScript (callId to call_id, maxTurns to max_turns, ...) are tabled in notebooks/cheatsheet.
 JAVASCRIPT: dict[str, str] = {
     "result_reaches_model": """\
 test('agent: a tool result with the right callId reaches the model', async () => {
@@ -138,4 +128,4 @@ def side_by_side(key: str) -> SideBySide:
     return SideBySide(key, JAVASCRIPT[key], inspect.getsource(check).rstrip(), f"{module}, {check.__name__}")
 
 
-__all__ = ["JAVASCRIPT", "RENAMES", "SideBySide", "side_by_side"]
+__all__ = ["JAVASCRIPT", "SideBySide", "side_by_side"]

@@ -96,6 +96,20 @@ class PlaygroundView:
             raise HarnessError(f"playground {self.key}: expected one control labelled {self._label(name)!r}")
         return control
 
+    @property
+    def toggle(self) -> Any:
+        """The "agentlab's loop / the naive loop" toggle (none unless the notebook gave a naive loop)."""
+        return self.output.locator(".widget-toggle-buttons")
+
+    def loop_shown(self) -> str:
+        """Which loop the toggle has chosen, as the view names it ("" for a playground with no toggle)."""
+        if not self.toggle.count():
+            return ""
+        return self.toggle.locator("button.mod-active").inner_text().strip()
+
+    def choose_loop(self, label: str) -> None:
+        self.toggle.locator("button", has_text=label).click()
+
     def value(self, name: str) -> int:
         """What the control shows now: a slider's readout, or the index of the drop-down's choice."""
         control = self.control(name)
@@ -166,7 +180,8 @@ class PlaygroundView:
             )
         shown = self.settings()
         outcome = expected_outcome(self.scenario, shown)
-        expected = _steady(self.page.evaluate(_HTML_TEXT_JS, render_view(self.scenario, shown, outcome)))
+        view = render_view(self.scenario, shown, outcome, loop=self.loop_shown())
+        expected = _steady(self.page.evaluate(_HTML_TEXT_JS, view))
         started = time.monotonic()
         try:
             wait_for(

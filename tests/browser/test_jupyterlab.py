@@ -87,6 +87,13 @@ def drive_tool_names(view: PlaygroundView, shot: Shot) -> None:
     status = view.wait_settled_as_expected({**view.settings(), "good_calls_before": min(before + 1, 2)})
     assert status.startswith("✗ UnknownToolError") and view.rows("result") == 0, shot("good-calls-first")
     shot("good-calls-first")
+    # The toggle: the same scenario through the notebook's naive loop, which looks names up on an object.
+    view.choose_loop("the naive loop")
+    wait_for("the naive loop's run", lambda: view.status().startswith("✗ the naive loop failed"), 30)
+    assert view.view_text().count("the naive loop ·") == 1, shot("naive-loop")
+    shot("naive-loop")
+    view.choose_loop("agentlab's loop")
+    assert view.wait_settled_as_expected().startswith("✗ UnknownToolError"), shot("back-to-agentlab")
 
 
 def drive_tool_args(view: PlaygroundView, shot: Shot) -> None:
