@@ -116,7 +116,10 @@ class PlaygroundView:
         select = control.locator("select")
         if select.count():
             return int(select.evaluate("select => select.selectedIndex"))
-        return int(control.locator(".widget-readout").inner_text().strip())
+        # A slider's readout is briefly empty while the widget re-renders (seen once under load): wait for its number.
+        readout = control.locator(".widget-readout")
+        wait_for(f"{name}'s readout", lambda: readout.inner_text().strip().lstrip("-").isdigit(), SETTLE_S)
+        return int(readout.inner_text().strip())
 
     def settings(self) -> dict[str, int]:
         return {name: self.value(name) for name in self.scenario.defaults()}
