@@ -61,6 +61,8 @@ class NaiveCrash(Exception):
     def __init__(self, message: str, history: list[dict[str, Any]], usage: Usage, limits: Limits) -> None:
         super().__init__(message)
         self.history, self.usage, self.limits, self.rejected = history, usage, limits, None
+        # Where it stopped, for the trace: a naive loop keeps no record of which call it was running.
+        self.where = f"in turn {usage.turns}, in the naive loop's own code"
 
 
 @dataclass

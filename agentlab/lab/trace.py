@@ -135,7 +135,9 @@ def _stop_steps(error: BaseException, turns_in_history: int, pending: list[str])
         out.append(Step("rejected", turn, rejected["text"], name="final"))
     elif rejected is not None:
         out.append(Step("rejected", turn, _json(rejected)))
-    if turns is None:
+    if isinstance(getattr(error, "where", None), str):  # an error that knows where it stopped (a naive loop's)
+        where = error.where
+    elif turns is None:
         where = ""
     elif rejected is not None:
         where = f"in turn {turn}, refusing the model's proposal"
