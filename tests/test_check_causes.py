@@ -15,6 +15,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agentlab import AgentResult, ModelOutputError, Usage
 from agentlab.classroom.check import _JSON_SPACES, check, render_html, render_text
 from agentlab.classroom.grading import grade, grade_class
@@ -62,6 +64,10 @@ def test_the_feedback_file_says_the_shared_cause_once(tmp_path: Path) -> None:
     assert max(len(line) for line in feedback.splitlines()) < 100
 
 
+# The checker stops a runaway thread by raising an exception in it; where that lands in a gc callback (hypothesis
+# installs one in this process), Python reports it as unraisable and the reaper asks again. That report is the
+# checker's known limit, not this test's subject: the row and its hint are.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_a_hang_on_an_empty_calls_list_names_the_case(tmp_path: Path) -> None:
     # The loop never awaits anything that waits: the event loop is blocked, so the checker's own bound fires.
     report = check(load(HANGS), step="shapes", bound_s=1.5)
@@ -97,6 +103,10 @@ async def hangs_politely(input, model, tools, **options):
             await tools[proposed["name"]].run(proposed["args"], None)
 
 
+# The checker stops a runaway thread by raising an exception in it; where that lands in a gc callback (hypothesis
+# installs one in this process), Python reports it as unraisable and the reaper asks again. That report is the
+# checker's known limit, not this test's subject: the row and its hint are.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_a_hang_the_behaviour_bounds_itself_names_the_case_too() -> None:
     [row] = check(hangs_politely, step="shapes").rows
     assert (row.clue, row.hint_id) == ("hung", "malformed_decisions/hung")
