@@ -105,9 +105,11 @@ class SideBySide:
         pre = f"{look.MONO};font-size:12px;white-space:pre;overflow-x:auto;margin:4px 0 0;padding:6px 8px"
         pre += f";border:1px solid {look.LINE};border-radius:4px;background:transparent"
 
+        # Each column wants 52em: side by side on a wide screen, one above the other on a laptop's (1280 px with
+        # the file browser open), where two half-width columns hid most of each line behind a scroll bar.
         def column(title: str, code: str) -> str:
             return (
-                f"<div{look.attr('flex:1 1 34em;min-width:0')}>"
+                f"<div{look.attr('flex:1 1 52em;min-width:0')}>"
                 f"<div{look.attr(f'{look.SANS};font-weight:bold')}>{html.escape(title)}</div>"
                 f"<pre{look.attr(pre)}>{html.escape(code)}</pre></div>"
             )
