@@ -69,9 +69,18 @@ lab: $(READY)  ## set up, then open JupyterLab at notebook 00 (extra options: ma
 	$(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks/00_start_here.ipynb \
 		$(ROOT_FLAG) $(ARGS)
 
+# npm's Pyodide (pinned by lite/package-lock.json), for tests/test_pyodide.py: agentlab with no threads, as in the
+# browser edition, in a few seconds under Node. Without npm the test is skipped, and says so.
+PYODIDE_READY := lite/node_modules/.ready
+$(PYODIDE_READY): lite/package.json lite/package-lock.json
+	@if command -v npm >/dev/null; then \
+		echo "== installing npm's pyodide into lite/node_modules (for the Pyodide smoke test)"; \
+		cd lite && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.ready; \
+	else echo "== npm not found: tests/test_pyodide.py (agentlab in Pyodide) will be skipped; install Node.js to run it"; fi
+
 # Two pytest workers, one test file or notebook each (--dist loadfile: a notebook's cells run in order in one
 # kernel). On this 2-core machine, busy with other work, it more than halved the wall time: 445 s serial, 192 s.
-test: $(DEV_READY)  ## set up, then run every test: lint, pytest, nbval
+test: $(DEV_READY) $(PYODIDE_READY)  ## set up, then run every test: lint, pytest, nbval
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -n 2 --dist loadfile

@@ -21,10 +21,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
+from agentlab import callees
 from agentlab.errors import AbortError, ConfigError
+
+# With no threads, how long `wait_sync` sleeps between two looks at the signal.
+WAIT_SLICE_S = 0.005
 
 Callback = Callable[[BaseException], Any]
 
@@ -96,9 +101,19 @@ class AbortSignal:
     def wait_sync(self, timeout: float | None = None) -> bool:
         """Block this thread until aborted or `timeout` seconds; True if aborted.
 
-        Meant for sync tools and models, which run in worker threads.
+        Meant for sync tools and models, which run in worker threads. With no
+        threads (a browser's Pyodide) it sleeps in short slices instead, since
+        there `time.sleep` lets the event loop run meanwhile (and so abort it).
         """
-        return self._event.wait(timeout)
+        if callees.THREADS:
+            return self._event.wait(timeout)
+        until = None if timeout is None else time.monotonic() + timeout
+        while not self._event.is_set():
+            left = WAIT_SLICE_S if until is None else min(WAIT_SLICE_S, until - time.monotonic())
+            if left <= 0:
+                return False
+            time.sleep(left)
+        return True
 
     def __repr__(self) -> str:
         if not self.aborted:

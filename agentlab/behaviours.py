@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentlab import errors
+from agentlab import callees, errors
 from agentlab.abort import AbortController
 from agentlab.errors import ConfigError
 from agentlab.jsonc import compact_json
@@ -194,7 +194,7 @@ def _tools_model(*batches: Any, log: _Log | None = None, final: str | None = Non
         if batch is None:
             return {"kind": "final", "text": _names.done if final is None else final}
         if callable(batch):
-            return await batch(messages) if asyncio.iscoroutinefunction(batch) else batch(messages)
+            return await batch(messages) if inspect.iscoroutinefunction(batch) else batch(messages)
         return {"kind": "tools", "calls": batch}
 
     return model
@@ -250,7 +250,8 @@ async def _no_task_left(before: set[asyncio.Task[Any]]) -> None:
     started = [t for t in asyncio.all_tasks() - before if t is not asyncio.current_task() and not t.done()]
     if started:
         await asyncio.wait(started, timeout=LEAK_GRACE_S)
-    leaked = [t for t in started if not t.done()]
+    held = callees.running_inline()  # with no threads, a plain callee holds its task as it would hold a thread
+    leaked = [t for t in started if not t.done() and t not in held]
     swallowed = [t for t in leaked if t.cancelling() > 0]  # asked to stop, and still running: it caught the cancel
     for task in leaked:
         task.cancel()
@@ -1427,6 +1428,11 @@ RULES: tuple[Behaviour, ...] = (
 
 ALL: tuple[Behaviour, ...] = REFERENCE + RULES
 
+# The behaviours whose model or tool blocks in a plain function (time.sleep). With no threads (Pyodide) a plain
+# callee runs on the event loop's own thread, so these hold only where time.sleep lets the loop run on meanwhile
+# (Chromium, which suspends the page's WebAssembly), not under Node (tests/test_pyodide.py).
+BLOCKING = frozenset({"deadline_blocking_model", "deadline_covers_tools", "abort_midway"})
+
 
 def get(key: str) -> Behaviour:
     """The behaviour named `key`; a ConfigError lists the names if there is none."""
@@ -1469,6 +1475,7 @@ async def verify(key: str, agent_loop: AgentLoop, *, expect_failure: bool = Fals
 
 __all__ = [
     "ALL",
+    "BLOCKING",
     "EXTRA_STEPS",
     "REFERENCE",
     "RULES",

@@ -10,6 +10,13 @@ Two conveniences and one safety rule:
   so a blocking one (`time.sleep`, a slow HTTP client) cannot freeze the loop
   and its deadline.
 
+In the browser (Pyodide, as in JupyterLite) there are no threads (`THREADS` is
+False): a plain function then runs inline, on the event loop's thread. The
+deadline still holds against `async def` callees, and against `time.sleep` in
+Chromium (Pyodide suspends the page's WebAssembly there, so the event loop runs
+on), but not against CPU-bound code, which holds the loop until it returns:
+the run then ends with a DeadlineError that says by how much it overran.
+
 The thread policy:
 
 * Worker threads are reused. One that has finished its callee waits up to
@@ -29,12 +36,15 @@ import asyncio
 import contextlib
 import inspect
 import queue
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from agentlab.errors import StuckCalleeError
 
+# Whether plain callees get worker threads. Pyodide has none: there they run inline (see above).
+THREADS = sys.platform != "emscripten"
 # How long a worker thread with nothing to do waits for a next callee before it ends.
 IDLE_S = 1.0
 # How many threads may be stuck at once in callees their runs gave up on, before new ones are refused.
@@ -103,19 +113,65 @@ def in_worker_thread(function: Callable[..., Any], args: tuple[Any, ...], label:
     If the awaiting side gives up (the future is cancelled), the thread is
     abandoned: it finishes on its own, its result is dropped, and until then
     it counts as stuck (see the thread policy above).
+    Without threads (Pyodide) it runs here and now, and the future is done.
     """
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
+    if not THREADS:
+        task = asyncio.current_task()
+        _INLINE.add(task)
+        try:
+            ok, value = _outcome(function, args, label)
+        finally:
+            _INLINE.discard(task)
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
+        return future
     job = _Job(function, args, label, loop, future)
     future.add_done_callback(job.abandon_if_cancelled)
     _POOL.submit(job)
     return future
 
 
+def running_inline() -> set[asyncio.Task[Any] | None]:
+    """With no threads: the tasks in the middle of a plain callee now (held there, as a thread would be), and,
+    while there is one, the `asyncio.sleep` tasks that a browser's suspended `time.sleep` waits on."""
+    if not _INLINE:
+        return set()
+    sleeps = {task for task in asyncio.all_tasks() if getattr(task.get_coro(), "cr_code", None) is _SLEEP}
+    return {*_INLINE, *sleeps}
+
+
+_SLEEP = asyncio.sleep.__code__
+
+
+# With no threads: the tasks whose step is running a plain callee inline. Where `time.sleep` lets the event loop
+# run meanwhile (a browser), such a task may be cancelled and seem to ignore it until the callee returns.
+_INLINE: set[asyncio.Task[Any] | None] = set()
+
+
 def stuck() -> list[str]:
     """The callees that runs gave up on and that still hold their worker thread, by label."""
     with _POOL.lock:
         return [job.label for job in _POOL.stuck]
+
+
+def _outcome(function: Callable[..., Any], args: tuple[Any, ...], label: str) -> tuple[bool, Any]:
+    """Call `function(*args)`: (True, its value) or (False, what it raised), for a future to carry."""
+    try:
+        return True, function(*args)
+    except StopIteration as error:  # a future cannot carry it; like a coroutine's, it becomes a RuntimeError
+        value = RuntimeError(f"the {label} raised StopIteration")
+        value.__cause__ = error
+        return False, value
+    except (KeyboardInterrupt, SystemExit) as error:
+        if not THREADS:  # inline, on the loop's own thread: Ctrl-C and exit go on up, as anywhere else
+            raise
+        return False, error  # on a worker thread: handed to the awaiting side, like any error
+    except BaseException as error:  # handed to the awaiting side, whatever it is
+        return False, error
 
 
 class _Job:
@@ -135,13 +191,7 @@ class _Job:
         self.finished = False
 
     def run(self) -> None:
-        try:
-            value, ok = self.function(*self.args), True
-        except StopIteration as error:  # a future cannot carry it; like a coroutine's, it becomes a RuntimeError
-            value, ok = RuntimeError(f"the {self.label} raised StopIteration"), False
-            value.__cause__ = error
-        except BaseException as error:  # handed to the awaiting side, whatever it is
-            value, ok = error, False
+        ok, value = _outcome(self.function, self.args, self.label)
         self.function = self.args = None  # type: ignore[assignment]  # nothing kept alive by an idle thread
         _POOL.finish(self)
         if self.future.done():  # given up on already: close it here, not in a callback a closing loop may drop
@@ -254,6 +304,28 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
         task.exception()
 
 
+# How late a deadline may be noticed before the error blames a plain callee that held the loop (no threads).
+HELD_S = 0.02
+
+
+def held_the_loop(late_s: float) -> str:
+    """What a deadline error says to change when, with no threads, a plain callee ran on past it ("" if not)."""
+    if THREADS or late_s < HELD_S:
+        return ""
+    return (
+        f"a plain (sync) function held the event loop {late_s * 1000:,.0f} ms past the deadline (with no threads, "
+        f"as in a browser, it runs on the loop's own thread): make it async def, or make it return sooner"
+    )
+
+
+def in_background(function: Callable[[], Any], name: str, loop: asyncio.AbstractEventLoop) -> None:
+    """Call `function()` without waiting for it: on a daemon thread, or, with no threads (Pyodide), soon on `loop`."""
+    if THREADS:
+        threading.Thread(target=function, name=name, daemon=True).start()
+    else:
+        loop.call_soon(function)
+
+
 def call_soon_threadsafe(loop: asyncio.AbstractEventLoop, callback: Callable[..., Any], *args: Any) -> None:
     """Schedule `callback(*args)` on `loop` from any thread; nothing if the loop is already closed."""
     with contextlib.suppress(RuntimeError):  # the loop is closed: the run is long over
@@ -263,12 +335,16 @@ def call_soon_threadsafe(loop: asyncio.AbstractEventLoop, callback: Callable[...
 __all__ = [
     "IDLE_S",
     "MAX_STUCK",
+    "THREADS",
     "Callee",
     "abandon",
     "call_soon_threadsafe",
+    "held_the_loop",
+    "in_background",
     "in_worker_thread",
     "is_async_callable",
     "passes_through",
     "positional_capacity",
+    "running_inline",
     "stuck",
 ]

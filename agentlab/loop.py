@@ -49,14 +49,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from agentlab import untrusted
 from agentlab.abort import AbortController, AbortSignal
-from agentlab.callees import Callee, abandon, call_soon_threadsafe, passes_through
+from agentlab.callees import Callee, abandon, call_soon_threadsafe, held_the_loop, in_background, passes_through
 from agentlab.errors import (
     AbortError,
     AgentError,
@@ -216,6 +215,7 @@ class _Run:
             self.check_before_model_call()
             self.usage.turns += 1
             decision = await self.ask_model()
+            self.check_not_stopped()  # in a browser, a plain model runs inline and may answer late
             kind, payload = self.check_decision(decision)
             spent = self.spend_tokens(self.proposal)  # a real model's tokens, against max_tokens
             if kind == "final":
@@ -558,11 +558,12 @@ class _Run:
         """Abort the signal the model and tools hold.
 
         Their listeners run on a worker thread, not here: one that blocks must
-        not hold the event loop, and so the deadline, hostage.
+        not hold the event loop, and so the deadline, hostage. (With no threads,
+        in a browser, they run on the event loop just after.)
         """
         listeners = self.controller.abort_later(reason)
         if listeners is not None:
-            threading.Thread(target=listeners, name="agentlab abort listeners", daemon=True).start()
+            in_background(listeners, "agentlab abort listeners", self.loop)
 
     # -- bookkeeping: the history, the usage, and the errors that carry them ---------------
 
@@ -600,12 +601,13 @@ class _Run:
         return error
 
     def deadline_error(self) -> AgentError:
+        # What to change; in a browser, where a plain callee may hold the loop past the deadline, it says so.
+        fix = held_the_loop(self.loop.time() - self.deadline) or "raise timeout_ms, or use a faster model or tools"
         return self.fail(
             DeadlineError,
             f"deadline exceeded: the run took longer than "
             f"timeout_ms={number_text(self.timeout_ms)} "
-            f"(turn {self.usage.turns}, {plural(self.usage.calls, 'tool call')} done); "
-            f"raise timeout_ms, or use a faster model or tools",
+            f"(turn {self.usage.turns}, {plural(self.usage.calls, 'tool call')} done); {fix}",
             value=self.timeout_ms,
         )
 

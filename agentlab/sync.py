@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from agentlab import callees
 from agentlab.abort import AbortController, AbortSignal
 from agentlab.errors import AbortError, ConfigError, DeadlineError
 from agentlab.loop import CANCEL_GRACE_MS, AgentResult, agent_loop
@@ -48,6 +49,11 @@ def agent_loop_sync(
     the deadline and the abort still hold: the call raises without the
     run's history, and says so.
     """
+    if not callees.THREADS:
+        raise ConfigError(
+            "agent_loop_sync cannot run here: it waits for the run on a helper thread, and Pyodide (JupyterLite, "
+            "Python in a browser page) has no threads; in a notebook cell, use `await agent_loop(...)` instead"
+        )
     if signal is not None and not isinstance(signal, AbortSignal):
         raise ConfigError("signal must be an AbortSignal, such as AbortController().signal")
     stop = AbortController()  # aborted by the caller's signal, and by Ctrl-C while we wait
@@ -200,8 +206,46 @@ def run_on_new_loop(
         loop.close()
 
 
+def run_detached(start: Callable[[], Any], done: Callable[[Any], None], name: str) -> None:
+    """Run `start()` to its end without making the caller wait; then call `done` with its result or what it raised.
+
+    For the playground and the approval desk, whose runs must leave a notebook
+    free between clicks. With threads, the run has a daemon thread with an
+    event loop of its own (`run_on_new_loop`), so that a callee that blocks
+    cannot freeze the kernel. With none (Pyodide) it is a task on the event
+    loop already running (the kernel's), held here until it ends.
+    """
+    if callees.THREADS:
+
+        def on_own_thread() -> None:
+            try:
+                outcome = run_on_new_loop(start)
+            except BaseException as error:  # the run's verdict, whatever it is: `done` always hears of it
+                outcome = error
+            done(outcome)
+
+        threading.Thread(target=on_own_thread, name=name, daemon=True).start()
+        return
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # a widget's callback, called between cells: the kernel's loop is the current one
+        loop = asyncio.get_event_loop()
+    task = loop.create_task(start(), name=name)
+    _DETACHED.add(task)
+
+    def landed(task: asyncio.Task[Any]) -> None:
+        _DETACHED.discard(task)
+        error = asyncio.CancelledError() if task.cancelled() else task.exception()
+        done(task.result() if error is None else error)
+
+    task.add_done_callback(landed)
+
+
+# The detached runs in flight, with no threads: held so that none is destroyed while pending.
+_DETACHED: set[asyncio.Task[Any]] = set()
+
 # How long the helper thread of `agent_loop_sync` keeps its loop running for tasks the run abandoned.
 LEFTOVER_S = 30.0
 
 
-__all__ = ["agent_loop_sync", "run_on_helper_thread", "run_on_new_loop"]
+__all__ = ["agent_loop_sync", "run_detached", "run_on_helper_thread", "run_on_new_loop"]

@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentlab import callees
 from agentlab.behaviours import EXTRA_STEPS, RUN_BOUND_S, STEPS, Behaviour, BehaviourFailed, select, watch_tasks
 from agentlab.errors import AgentError, ConfigError
 from agentlab.lab import _look as look
@@ -220,13 +221,14 @@ def _reap_later(thread: threading.Thread) -> None:
     reaper.start()
 
 
-async def _leftover_tasks() -> list[asyncio.Task[Any]]:
-    """Tasks the run started that are still running a moment after it ended; they are cancelled."""
+async def _leftover_tasks(before: set[asyncio.Task[Any]] | None = None) -> list[asyncio.Task[Any]]:
+    """Tasks the run started (not in `before`) still running a moment after it ended; they are cancelled."""
     me = asyncio.current_task()
-    others = [task for task in asyncio.all_tasks() if task is not me and not task.done()]
+    others = [task for task in asyncio.all_tasks() - (before or set()) if task is not me and not task.done()]
     if others:
         await asyncio.wait(others, timeout=LEAK_GRACE_S)
-    leaked = [task for task in others if not task.done()]
+    held = callees.running_inline()  # with no threads, a plain callee holds its task as it would hold a thread
+    leaked = [task for task in others if not task.done() and task not in held]
     for task in leaked:
         task.cancel()
     if leaked:
@@ -234,7 +236,9 @@ async def _leftover_tasks() -> list[asyncio.Task[Any]]:
     return leaked
 
 
-async def _attempt(behaviour: Behaviour, agent_loop: Callable[..., Any]) -> tuple[BaseException | None, int]:
+async def _attempt(
+    behaviour: Behaviour, agent_loop: Callable[..., Any], before: set[asyncio.Task[Any]] | None = None
+) -> tuple[BaseException | None, int]:
     """Run the behaviour; return what it raised (None if it passed) and how many tasks were left running."""
     try:
         await behaviour(agent_loop)
@@ -243,7 +247,7 @@ async def _attempt(behaviour: Behaviour, agent_loop: Callable[..., Any]) -> tupl
         raise
     except BaseException as error:  # BehaviourFailed, or anything the student's code threw at the behaviour
         outcome = error
-    return outcome, len(await _leftover_tasks())
+    return outcome, len(await _leftover_tasks(before))
 
 
 def _ignore(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
@@ -307,6 +311,60 @@ def _run_behaviour(behaviour: Behaviour, impl: Callable[..., Any], bound_s: floa
             "leaked_tasks",
         )
     return _row(behaviour, outcome, seen, warned, case)
+
+
+def _run_behaviour_here(behaviour: Behaviour, impl: Callable[..., Any], bound_s: float) -> Row:
+    """With no threads (Pyodide, in a browser): run the behaviour on this thread, bounded by an asyncio timeout.
+
+    The bound then holds only against code that awaits: a `while True` that never does holds the page until
+    it returns, as any code in a cell would.
+    """
+    seen = _Seen()
+
+    async def bounded() -> tuple[BaseException | None, int]:
+        watch_tasks(asyncio.get_running_loop())
+        before = asyncio.all_tasks()
+        try:
+            return await asyncio.wait_for(_attempt(behaviour, _guard(impl, seen), before), bound_s)
+        except TimeoutError:
+            failure = BehaviourFailed(
+                f"the behaviour to finish within {bound_s:g} s",
+                f"agent_loop was still running after {bound_s:g} s, so the checker stopped waiting for it",
+                "hung",
+            )
+            return failure, 0
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outcome, leaked = _wait_here(bounded())
+        warned = [str(w.message) for w in caught]
+    case = _case_in_traceback(outcome, behaviour.key) if isinstance(outcome, BehaviourFailed) else ""
+    if leaked and outcome is None:
+        outcome = BehaviourFailed(
+            "no task of the run to be still running once agent_loop has returned or raised",
+            f"{leaked} task{'s' if leaked > 1 else ''} of the run {'were' if leaked > 1 else 'was'} still running",
+            "leaked_tasks",
+        )
+    return _row(behaviour, outcome, seen, warned, case)
+
+
+def _wait_here(run: Any) -> Any:
+    """Run a coroutine to its end from plain code, with no threads: its own loop, or Pyodide's `run_sync`."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # a script: nothing runs yet, so the behaviour may have a loop of its own
+        return asyncio.run(run)
+    try:
+        from pyodide.ffi import can_run_sync, run_sync  # type: ignore[import-not-found]
+    except ImportError:
+        can_run_sync = None
+    if can_run_sync is None or not can_run_sync():
+        run.close()
+        raise ConfigError(
+            "check() cannot wait for the behaviours here: there are no threads, and this browser cannot "
+            "suspend a cell (Pyodide's run_sync needs JSPI: use a recent Chrome, Edge or Firefox)"
+        )
+    return run_sync(run)
 
 
 # What a behaviour was trying when the run hung: the decision its model was giving, read from the behaviour's own
@@ -419,7 +477,8 @@ def check(impl: Any, step: str | None = None, *, bound_s: float = BOUND_S, name:
             f"agent_loop is {_short(repr(impl), 60)}, not a function",
             f"Define the function: {SIGNATURE}.",
         )
-    return Report(target, step, tuple(_run_behaviour(b, impl, bound_s) for b in behaviours), bound_s)
+    run = _run_behaviour if callees.THREADS else _run_behaviour_here  # a browser's Pyodide has no threads
+    return Report(target, step, tuple(run(b, impl, bound_s) for b in behaviours), bound_s)
 
 
 def unloadable(target: str, step: str | None, problem: str, hint: str) -> Report:

@@ -14,6 +14,9 @@ freezes the notebook, dragging a slider never piles runs up, and it works the
 same whether or not the host pumps the kernel's event loop between cells. A run
 writes its outcome into the HTML widget `view` when it ends, unless a newer run
 has replaced it. (ipywidgets allows setting a widget's value from a thread.)
+In a browser (Pyodide, no threads) each run is a task on the kernel's own
+event loop instead: Stop and the sliders work the same, but a plain callee
+that blocks holds the page until it returns.
 
 The view is written by `render_view`, a pure function of the outcome, so what
 a learner sees, the tests assert and nbval compares is the same text; nothing
@@ -32,6 +35,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from agentlab import callees
 from agentlab.abort import AbortController
 from agentlab.errors import AbortError, ConfigError
 from agentlab.lab import _look as look
@@ -39,7 +43,7 @@ from agentlab.lab.naive import NaiveCrash, NaiveLoop, NaiveRun
 from agentlab.lab.scenarios import LIMIT_NAMES, Scenario, get_scenario, run_scenario
 from agentlab.lab.trace import clip, render_html, render_text
 from agentlab.loop import AgentResult
-from agentlab.sync import run_on_new_loop
+from agentlab.sync import run_detached
 
 Outcome = AgentResult | BaseException
 
@@ -143,7 +147,9 @@ class Playground:
         self._shown_naive = False  # and whether the naive loop ran it
         self._lock = threading.Lock()
         self._flight: _Flight | None = None
-        self._start().done.result()  # the first run, before anything is displayed
+        first = self._start()
+        if callees.THREADS:  # the first run ends before anything is displayed (in a browser it shows as it ends)
+            first.done.result()
         for control in (*self.controls.values(), self.loop):
             control.observe(self._on_change, names="value")
         self.stop.on_click(self._on_stop)
@@ -189,21 +195,20 @@ class Playground:
         if previous is not None:
             previous.controller.abort(AbortError(REPLACED))
         name = f"agentlab playground {self.scenario.key}"
-        threading.Thread(target=self._fly, args=(flight,), name=name, daemon=True).start()
+        run_detached(lambda: self._fly(flight), lambda outcome: self._land(flight, outcome), name)
         return flight
 
-    def _fly(self, flight: _Flight) -> None:
-        """The worker thread: run the scenario on a loop of its own, then show the outcome if still wanted."""
-
-        async def start() -> Outcome:
-            asyncio.get_running_loop().call_later(RUNNING_AFTER_S, self._show_running, flight)
-            naive = self.naive if flight.naive else None
-            return await run_scenario(self.scenario, naive, signal=flight.controller.signal, **flight.settings)
-
+    async def _fly(self, flight: _Flight) -> Outcome:
+        """One run of the scenario with the flight's settings (on a loop of its own, or the kernel's)."""
+        running = asyncio.get_running_loop().call_later(RUNNING_AFTER_S, self._show_running, flight)
+        naive = self.naive if flight.naive else None
         try:
-            outcome: Outcome = run_on_new_loop(start)
-        except BaseException as error:  # an abort reason that is not an Exception; never leave `done` unset
-            outcome = error
+            return await run_scenario(self.scenario, naive, signal=flight.controller.signal, **flight.settings)
+        finally:
+            running.cancel()
+
+    def _land(self, flight: _Flight, outcome: Outcome) -> None:
+        """Show the run's outcome, unless a newer run has replaced it; `done` is always settled."""
         with self._lock:
             if self._flight is flight:
                 self._flight = None

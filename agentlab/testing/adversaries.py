@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import inspect
 import itertools
 import json
 import logging
@@ -1194,7 +1195,7 @@ def _with_arity(function: Callable[..., Any], arity: int, offered: int) -> Calla
     """`function` behind a signature taking `arity` positional parameters (-1: *args)."""
     if arity >= offered:
         return function
-    if asyncio.iscoroutinefunction(function):
+    if inspect.iscoroutinefunction(function):
 
         async def fewer(*args: Any) -> Any:
             return await function(*args)

@@ -22,7 +22,9 @@ that the notebook stays free to deliver your clicks while the run waits for
 them; `await agent_loop(...)` in a cell would keep the kernel busy, and a
 click could not arrive until the deadline had passed. `start` returns once the
 run waits for its first answer (or has ended), so the cell shows a settled
-desk. A saved notebook shows a snapshot instead of the widget: a card still
+desk. In a browser (Pyodide, no threads) the run is a task on the kernel's own
+loop instead, and `start` returns at once: the desk fills in as the run goes.
+A saved notebook shows a snapshot instead of the widget: a card still
 unanswered when the cell ran says so, and how to get the buttons, rather than
 "waiting" for a click that cannot come.
 
@@ -42,13 +44,14 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from agentlab import callees
 from agentlab.abort import AbortSignal
 from agentlab.callees import in_worker_thread
 from agentlab.errors import ConfigError
 from agentlab.lab import _look as look
 from agentlab.lab.trace import render_html
-from agentlab.loop import AgentResult
-from agentlab.sync import agent_loop_sync
+from agentlab.loop import AgentResult, agent_loop
+from agentlab.sync import agent_loop_sync, run_detached
 from agentlab.tools import Approval, ToolCall
 from agentlab.writes.change_view import change_html
 from agentlab.writes.store import Change, Store
@@ -206,15 +209,22 @@ class ApprovalDesk:
         self._settled.clear()
         self._status.value = _status_html(None)
 
-        def fly() -> None:
-            try:
-                outcome: Any = agent_loop_sync(input, model, tools, **options)
-            except BaseException as error:  # the run's verdict, shown on the desk
-                outcome = error
+        def landed(outcome: Any) -> None:  # the run's verdict, shown on the desk
             self.outcome = outcome
             self._status.value = _status_html(outcome)
             self._settled.set()
             done.set_result(outcome)
+
+        if not callees.THREADS:  # a browser's Pyodide: a task on the kernel's loop; the desk fills in as it goes
+            run_detached(lambda: agent_loop(input, model, tools, **options), landed, "agentlab approval desk")
+            return done
+
+        def fly() -> None:
+            try:
+                outcome: Any = agent_loop_sync(input, model, tools, **options)
+            except BaseException as error:
+                outcome = error
+            landed(outcome)
 
         threading.Thread(target=fly, name="agentlab approval desk", daemon=True).start()
         self._settled.wait()
