@@ -8,8 +8,10 @@ playground and the approval desk as tasks on the caller's loop, and check() with
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -200,3 +202,18 @@ def test_check_with_no_threads_still_fails_a_wrong_loop_and_bounds_a_hang() -> N
 async def test_check_in_a_running_loop_with_no_way_to_wait_says_why() -> None:
     with pytest.raises(ConfigError, match="run_sync needs JSPI"):
         check(agent_loop, step="basics")
+
+
+# -- what the lessons say -------------------------------------------------------------------------------------------
+
+
+def test_every_lesson_that_promises_a_worker_thread_says_what_the_browser_does() -> None:
+    promising = []
+    for path in sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb")):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        prose = " ".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "markdown")
+        prose = " ".join(prose.split())
+        if "worker thread" in prose:
+            promising.append(path.stem)
+            assert "In the browser" in prose or "in the browser edition" in prose, path.name
+    assert {"05b_asyncio_primer", "06_deadline", "07b_the_whole_loop", "09a_approval"} <= set(promising)
