@@ -5,12 +5,15 @@ helper thread with an event loop of its own (`run_on_new_loop`, shared with
 the playground: like `asyncio.run`, except that it never makes its caller wait
 for a task that refuses to be cancelled), and waits for it on the caller's
 thread, where it keeps the deadline, the abort and Ctrl-C (see
-`run_on_helper_thread`).
+`run_on_helper_thread`). Its runs take turns on one event loop, kept between
+them (`HomeLoop`): an SDK client keeps its connections on the loop it first
+used, so a client serves run after run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -37,6 +40,7 @@ def agent_loop_sync(
     approve: Callable[..., Any] | None = None,
     max_writes: int = 4,
     write_grace_ms: float | None = None,
+    max_tokens: int | None = None,
     max_refusals: int = 0,
 ) -> AgentResult:
     """`agent_loop` for code that is not async: scripts, and Jupyter cells too.
@@ -48,6 +52,11 @@ def agent_loop_sync(
     blocks the run's event loop (an `async def` tool that calls `time.sleep`),
     the deadline and the abort still hold: the call raises without the
     run's history, and says so.
+
+    One run after another, the runs share one event loop (`HOME`), so that a
+    real model's SDK client, whose connections belong to the loop that opened
+    them, can serve them all; a run started while another is going on gets an
+    event loop of its own.
     """
     if not callees.THREADS:
         raise ConfigError(
@@ -68,6 +77,7 @@ def agent_loop_sync(
         approve=approve,
         max_writes=max_writes,
         write_grace_ms=write_grace_ms,
+        max_tokens=max_tokens,
         max_refusals=max_refusals,
     )
 
@@ -75,7 +85,7 @@ def agent_loop_sync(
         return agent_loop(input, model, tools, **options)
 
     try:
-        return run_on_helper_thread(start, stop=stop.signal, timeout_ms=timeout_ms)
+        return run_on_helper_thread(start, stop=stop.signal, timeout_ms=timeout_ms, home=HOME)
     except BaseException:
         stop.abort(AbortError("aborted: the run ended early"))
         raise
@@ -89,8 +99,14 @@ POLL_S = 0.01
 PING_S = 0.1
 
 
-def run_on_helper_thread(start: Callable[[], Any], *, stop: AbortSignal | None = None, timeout_ms: Any = None) -> Any:
-    """Run `start()` on a new thread with its own event loop, and wait for it here.
+def run_on_helper_thread(
+    start: Callable[[], Any],
+    *,
+    stop: AbortSignal | None = None,
+    timeout_ms: Any = None,
+    home: HomeLoop | None = None,
+) -> Any:
+    """Run `start()` on a new thread with its own event loop (or `home`'s, when free), and wait for it here.
 
     While waiting: a cancellation of the caller's own task (how `asyncio.run`
     delivers Ctrl-C) or a KeyboardInterrupt ends the wait at once. With
@@ -98,7 +114,7 @@ def run_on_helper_thread(start: Callable[[], Any], *, stop: AbortSignal | None =
     deadline or abort has passed is given up on here, with a `DeadlineError`
     or the abort's reason.
     """
-    helper = _Helper(start)
+    helper = _Helper(start, home)
     threading.Thread(target=helper.run, name="agentlab agent_loop_sync", daemon=True).start()
     started = time.monotonic()
     deadline = started + timeout_ms / 1000 if isinstance(timeout_ms, (int, float)) and timeout_ms < 1e12 else None
@@ -126,8 +142,9 @@ def run_on_helper_thread(start: Callable[[], Any], *, stop: AbortSignal | None =
 class _Helper:
     """The helper thread's side: its event loop, the run's outcome, and whether the loop answers."""
 
-    def __init__(self, start: Callable[[], Any]) -> None:
+    def __init__(self, start: Callable[[], Any], home: HomeLoop | None = None) -> None:
         self.start = start
+        self.home = home
         self.done = threading.Event()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.result: Any = None
@@ -135,7 +152,7 @@ class _Helper:
 
     def run(self) -> None:
         try:
-            run_on_new_loop(self.main, self.on_loop, leftover_s=LEFTOVER_S)
+            run_on_new_loop(self.main, self.on_loop, leftover_s=LEFTOVER_S, home=self.home)
         except BaseException as error:  # KeyboardInterrupt or SystemExit, which leave the event loop itself
             self.error = error
         finally:
@@ -149,6 +166,8 @@ class _Helper:
             return
         except BaseException as error:  # the caller's to raise, whatever it is
             self.error = error
+        if self.home is not None:
+            self.home.settling(self.loop)
         self.done.set()  # the caller goes on now; this thread winds the loop down
 
     def on_loop(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -181,6 +200,7 @@ def run_on_new_loop(
     on_loop: Callable[[asyncio.AbstractEventLoop], Any] | None = None,
     *,
     leftover_s: float = CANCEL_GRACE_MS / 1000,
+    home: HomeLoop | None = None,
 ) -> Any:
     """Like asyncio.run, but waits at most `leftover_s` for the tasks the run abandoned.
 
@@ -190,20 +210,88 @@ def run_on_new_loop(
     them `LEFTOVER_S` instead, so that a tool that swallows its cancellation
     can end before the loop closes rather than be destroyed pending ("Task was
     destroyed but it is pending").
+
+    With `home`, the run takes its loop when it is free, and gives it back
+    open if the run ended with nothing left running on it; otherwise the loop
+    is closed, as asyncio.run does.
     """
-    loop = asyncio.new_event_loop()
+    loop, kept = home.take() if home is not None else (asyncio.new_event_loop(), False)
     if on_loop is not None:
         on_loop(loop)
+    clean = False
     try:
-        return loop.run_until_complete(start())
+        outcome = loop.run_until_complete(start())
+        clean = True
+        return outcome
     finally:
         leftovers = [task for task in asyncio.all_tasks(loop) if not task.done()]
         for task in leftovers:
             task.cancel()
         if leftovers:
             loop.run_until_complete(asyncio.wait(leftovers, timeout=leftover_s))
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
+        clean = clean and all(task.done() for task in leftovers)
+        if not (kept and home is not None and home.give_back(loop, clean)):
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+
+class HomeLoop:
+    """One event loop that runs take turns on, kept open between them.
+
+    An SDK client (openai's, anthropic's) keeps its connections on the event
+    loop that opened them: with a new loop each run, its second run fails
+    ("Event loop is closed"). A run takes this loop when no other run is on
+    it (waiting up to `SETTLE_S` for one that has its outcome to wind down),
+    and gives it back when it ends with nothing left running; a run beside
+    another gets a loop of its own, closed at its end.
+    """
+
+    def __init__(self) -> None:
+        self.turn = threading.Condition()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.state = "free"  # "running" a run, "settling" one whose caller has its outcome, or "free"
+
+    def take(self) -> tuple[asyncio.AbstractEventLoop, bool]:
+        """The home loop and True, if it is free (soon enough); otherwise a new loop and False."""
+        with self.turn:
+            self.turn.wait_for(lambda: self.state != "settling", timeout=SETTLE_S)
+            if self.state != "free":
+                return asyncio.new_event_loop(), False
+            if self.loop is None or self.loop.is_closed():
+                self.loop = asyncio.new_event_loop()
+            self.state = "running"
+            return self.loop, True
+
+    def settling(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        """The run on `loop` has its outcome: the next run may wait for the loop to wind down."""
+        with self.turn:
+            if loop is self.loop and self.state == "running":
+                self.state = "settling"
+
+    def give_back(self, loop: asyncio.AbstractEventLoop, clean: bool) -> bool:
+        """Free the home loop; True if it stays open for the next run (it ended clean), False to close it."""
+        with self.turn:
+            self.state = "free"
+            if not clean:
+                self.loop = None
+            self.turn.notify_all()
+            return clean
+
+    def close(self) -> None:
+        """Close the home loop if no run has it (at exit)."""
+        with self.turn:
+            if self.loop is not None and self.state == "free" and not self.loop.is_closed():
+                self.loop.close()
+            self.loop = None
+
+
+# How long a run waits for the home loop while the run before it winds down (no time at all, unless that run
+# left tasks running; then the new run gets a loop of its own).
+SETTLE_S = 1.0
+
+# The event loop agent_loop_sync's runs share, one after another.
+HOME = HomeLoop()
+atexit.register(HOME.close)
 
 
 def run_detached(start: Callable[[], Any], done: Callable[[Any], None], name: str) -> None:
@@ -248,4 +336,4 @@ _DETACHED: set[asyncio.Task[Any]] = set()
 LEFTOVER_S = 30.0
 
 
-__all__ = ["agent_loop_sync", "run_detached", "run_on_helper_thread", "run_on_new_loop"]
+__all__ = ["HOME", "HomeLoop", "agent_loop_sync", "run_detached", "run_on_helper_thread", "run_on_new_loop"]

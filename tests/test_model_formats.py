@@ -168,10 +168,8 @@ def fn(arguments, id="call_1", name="lookup", type="function"):
 
 
 CHAT_FAULTS = {
-    "arguments that are not JSON": (chat([fn('{"id": "A",')]), "are not JSON"),
     "arguments as an object, not a string": (chat([fn({"id": "A"})]), "as a JSON string, got dict"),
     "a non-function call": (chat([{"id": "c", "type": "custom", "custom": {"name": "x", "input": "y"}}]), "custom"),
-    "a missing id": (chat([fn('{"id": "A"}', id=None)]), "no call id"),
     "cut off at max tokens": (chat(content="The book is", finish="length"), "output token limit"),
     "a refusal": (chat(content=None, finish="stop", refusal="I can't help with that."), "refused"),
     "a content filter": (chat(content="", finish="content_filter"), "content filter"),
@@ -192,6 +190,17 @@ def test_chat_json_that_is_not_an_object_is_left_to_the_loop():
     assert decision["calls"][0]["args"] == [1, 2]  # agent_loop refuses it: "the args must be a dict"
 
 
+def test_a_models_own_mistakes_are_left_to_the_loop_as_they_came():
+    """Arguments that are not JSON and a missing id: the loop refuses them, and max_refusals can give them back."""
+    assert chat_format.decision_from(chat([fn('{"id": "A",')]))["calls"][0]["args"] == '{"id": "A",'
+    assert chat_format.decision_from(chat([fn('{"id": "A"}', id=None)]))["calls"][0]["id"] is None
+    assert responses_format.decision_from(responses([fc("{")]))["calls"][0]["args"] == "{"
+    assert responses_format.decision_from(responses([fc("{}", call_id=None)]))["calls"][0]["id"] is None
+    assert anthropic_format.decision_from(anthropic([tu('{"id": "A"}')]))["calls"][0]["args"] == '{"id": "A"}'
+    assert anthropic_format.decision_from(anthropic([tu([1])]))["calls"][0]["args"] == [1]
+    assert anthropic_format.decision_from(anthropic([tu({"id": "A"}, id=None)]))["calls"][0]["id"] is None
+
+
 def responses(output, status="completed", reason=None):
     body = {"status": status, "output": output, "usage": {"input_tokens": 10, "output_tokens": 3}}
     if reason:
@@ -204,10 +213,8 @@ def fc(arguments, call_id="call_1", name="lookup"):
 
 
 RESPONSES_FAULTS = {
-    "arguments that are not JSON": (responses([fc("{")]), "are not JSON"),
     "arguments as an object": (responses([fc({"id": "A"})]), "got dict"),
     "a non-function call": (responses([{"type": "web_search_call", "id": "ws_1"}]), "web_search_call"),
-    "a missing call_id": (responses([fc('{"id": "A"}', call_id=None)]), "no call id"),
     "cut off at max tokens": (responses([], "incomplete", "max_output_tokens"), "stopped early"),
     "a content filter": (responses([], "incomplete", "content_filter"), "content filter"),
     "a refusal": (
@@ -234,9 +241,6 @@ def tu(input, id="toolu_1", name="lookup"):
 
 
 ANTHROPIC_FAULTS = {
-    "input as a string": (anthropic([tu('{"id": "A"}')]), "must be an object, got str"),
-    "input as a list": (anthropic([tu([1])]), "must be an object, got list"),
-    "a missing id": (anthropic([tu({"id": "A"}, id=None)]), "no call id"),
     "a server tool": (anthropic([{"type": "server_tool_use", "id": "s", "name": "web_search"}]), "server_tool_use"),
     "cut off at max tokens": (anthropic([{"type": "text", "text": "The"}], "max_tokens"), "max_tokens"),
     "a refusal": (anthropic([], "refusal"), "refused"),

@@ -115,24 +115,24 @@ async def test_an_id_repeated_in_a_later_turn_is_a_duplicate_call_id(kind):
 
 MALFORMED = {
     "chat": [
-        (chat_reply(calls=[{"id": "call_1", "name": "lookup", "args": '{"id": "A",'}]), "are not JSON"),
+        (chat_reply(calls=[{"id": "call_1", "name": "lookup", "args": '{"id": "A",'}]), "must be a dict, got '{"),
         (chat_reply(calls=[{"id": "call_1", "name": "lookup", "args": "[1, 2]"}]), "the args must be a dict"),
         (chat_reply(calls=[{"id": "call_1", "name": "lookup", "args": {"id": "A"}, "type": "custom"}]), "custom"),
-        (chat_reply(calls=[{"id": None, "name": "lookup", "args": {"id": "A"}}]), "no call id"),
+        (chat_reply(calls=[{"id": None, "name": "lookup", "args": {"id": "A"}}]), "id must be a non-empty string"),
         (chat_reply(text="It is", finish_reason="length"), "output token limit"),
         (chat_reply(refusal="I can't."), "refused"),
         (chat_reply(text="", finish_reason="content_filter"), "content filter"),
         (Reply("<html>bad gateway</html>"), "not JSON"),
     ],
     "responses": [
-        (responses_reply(calls=[{"id": "call_1", "name": "lookup", "args": "{"}]), "are not JSON"),
-        (responses_reply(calls=[{"id": None, "name": "lookup", "args": {"id": "A"}}]), "no call id"),
+        (responses_reply(calls=[{"id": "call_1", "name": "lookup", "args": "{"}]), "must be a dict, got '{'"),
+        (responses_reply(calls=[{"id": None, "name": "lookup", "args": {"id": "A"}}]), "id must be a non-empty"),
         (responses_reply(incomplete="max_output_tokens"), "stopped early"),
         (responses_reply(incomplete="content_filter"), "content filter"),
     ],
     "anthropic": [
-        (anthropic_reply(calls=[{"id": "toolu_1", "name": "lookup", "args": '{"id": "A"}'}]), "must be an object"),
-        (anthropic_reply(calls=[{"id": None, "name": "lookup", "args": {"id": "A"}}]), "no call id"),
+        (anthropic_reply(calls=[{"id": "toolu_1", "name": "lookup", "args": '{"id": "A"}'}]), "must be a dict"),
+        (anthropic_reply(calls=[{"id": None, "name": "lookup", "args": {"id": "A"}}]), "id must be a non-empty"),
         (anthropic_reply(text="It", stop_reason="max_tokens"), "max_tokens"),
         (anthropic_reply(stop_reason="refusal"), "refused"),
     ],

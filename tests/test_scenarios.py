@@ -166,7 +166,7 @@ async def test_each_knob_and_limit_changes_the_outcome(key: str, settings: dict,
 PROVIDER_OUTCOMES = {
     "a good call, then an answer": (AgentResult, "A: The Pragmatic Programmer (on the shelf)"),
     "arguments that are not JSON": (ModelOutputError, "malformed call"),
-    "a call with no id": (ModelOutputError, "it has no call id"),
+    "a call with no id": (ModelOutputError, "the id must be a non-empty string"),
     "an invented tool name": (UnknownToolError, "unknown tool 'search_catalogue'"),
     "an answer cut off at its token limit": (ModelOutputError, "incomplete output"),
     "a server that stalls mid-answer": (DeadlineError, "timeout_ms=300"),

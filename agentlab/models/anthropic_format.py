@@ -3,8 +3,12 @@
 Calls are `tool_use` content blocks; their results go back as `tool_result`
 blocks at the start of the next *user* message, all the results of one batch
 in one message (two user messages in a row are merged: the API wants the
-roles to alternate). `input` comes already parsed, and must be an object.
-Pure functions on plain JSON data, no SDK.
+roles to alternate). `input` comes already parsed, and must be an object: one
+that is not, or a call with no id, is left in the decision for the loop to
+refuse. With extended thinking, the API wants the `thinking` blocks that came
+with a batch of calls sent back, unchanged, at the head of that assistant
+message: `thinking_of(response)` keeps them by call id, and `to_messages`
+puts them back. Pure functions on plain JSON data, no SDK.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentlab.models.transcript import check_id, check_name, described, malformed, tokens, turns, with_usage
+from agentlab.models.transcript import check_name, check_reason, described, malformed, tokens, turns, with_usage
 
 FORMAT = "Anthropic Messages"
 
@@ -35,8 +39,18 @@ def tool_specs(tools: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def to_messages(history: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The history as Anthropic messages: `tool_use` blocks, then ONE user message of `tool_result` blocks."""
+THINKING = ("thinking", "redacted_thinking")
+
+
+def to_messages(
+    history: Sequence[dict[str, Any]], thinking: Mapping[str, list[dict[str, Any]]] | None = None
+) -> list[dict[str, Any]]:
+    """The history as Anthropic messages: `tool_use` blocks, then ONE user message of `tool_result` blocks.
+
+    `thinking` maps a call id to the thinking blocks the model sent just before that call (`thinking_of`);
+    each goes back in its place, before its `tool_use`.
+    """
+    thinking = thinking or {}
     out: list[dict[str, Any]] = []
 
     def add(role: str, blocks: list[dict[str, Any]]) -> None:
@@ -51,10 +65,11 @@ def to_messages(history: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         elif turn.kind == "final":
             add("assistant", [{"type": "text", "text": turn.text}])
         else:
-            add(
-                "assistant",
-                [{"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["args"]} for c in turn.calls],
-            )
+            blocks: list[dict[str, Any]] = []
+            for c in turn.calls:
+                blocks += thinking.get(c["id"], [])
+                blocks.append({"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["args"]})
+            add("assistant", blocks)
             add(
                 "user",
                 [
@@ -71,7 +86,7 @@ def decision_from(response: Any) -> dict[str, Any]:
     if not isinstance(content, list):
         raise malformed(f"malformed response: no content list in the {FORMAT} response", response)
     spent = tokens_of(response)
-    reason = response.get("stop_reason")
+    reason = check_reason(response.get("stop_reason"), "stop_reason", response)
     if reason in STOPPED:
         raise malformed(STOPPED[reason], content)
     calls, texts = [], []
@@ -79,19 +94,12 @@ def decision_from(response: Any) -> dict[str, Any]:
         kind = block.get("type") if isinstance(block, dict) else None
         if kind == "tool_use":
             name = check_name(block.get("name"), content)
-            call_id = check_id(block.get("id"), name, content)
-            args = block.get("input")
-            if not isinstance(args, dict):
-                raise malformed(
-                    f"malformed call {call_id!r} ({name}): its input must be an object, got "
-                    f"{type(args).__name__} {args!r:.80}",
-                    content,
-                )
-            calls.append({"id": call_id, "name": name, "args": args})
+            # As sent: an input that is not an object, or no id, is the loop's to refuse (and give back).
+            calls.append({"id": block.get("id"), "name": name, "args": block.get("input")})
         elif kind == "text" and isinstance(block.get("text"), str):
             texts.append(block["text"])  # text beside calls is the model thinking aloud: not a proposal
-        elif kind == "thinking" or kind == "redacted_thinking":
-            continue
+        elif kind in THINKING:
+            continue  # not a proposal; kept for the next request by thinking_of
         else:
             raise malformed(
                 f"malformed output: a {kind!r} block, not a tool_use or text; agentlab runs the application's "
@@ -105,6 +113,22 @@ def decision_from(response: Any) -> dict[str, Any]:
     raise malformed(f"malformed response: neither tool_use nor text (stop_reason {reason!r})", content)
 
 
+def thinking_of(response: Any) -> dict[str, list[dict[str, Any]]]:
+    """The thinking blocks of a response, by the id of the `tool_use` each came just before, unchanged."""
+    content = response.get("content") if isinstance(response, dict) else None
+    found: dict[str, list[dict[str, Any]]] = {}
+    waiting: list[dict[str, Any]] = []
+    for block in content if isinstance(content, list) else []:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind in THINKING:
+            waiting.append(block)
+        elif kind == "tool_use" and waiting:
+            if isinstance(block.get("id"), str):
+                found[block["id"]] = waiting
+            waiting = []
+    return found
+
+
 def tokens_of(response: Any) -> dict[str, int] | None:
     """The turn's token counts from a response body (`usage.input_tokens`, `output_tokens`), if any."""
     usage = response.get("usage") if isinstance(response, dict) else None
@@ -112,4 +136,4 @@ def tokens_of(response: Any) -> dict[str, int] | None:
     return tokens(usage.get("input_tokens"), usage.get("output_tokens"))
 
 
-__all__ = ["FORMAT", "STOPPED", "decision_from", "to_messages", "tokens_of", "tool_specs"]
+__all__ = ["FORMAT", "STOPPED", "THINKING", "decision_from", "thinking_of", "to_messages", "tokens_of", "tool_specs"]

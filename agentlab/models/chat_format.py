@@ -3,7 +3,9 @@
 Pure functions on plain JSON data, no SDK: `tool_specs(tools)` and
 `to_messages(history)` build the request; `decision_from(response)` reads the
 response body into a decision for `agent_loop`, or raises a ModelOutputError
-that keeps the raw output.
+that keeps the raw output. A call the model got wrong (arguments that are not
+JSON, no id) is left in the decision as it came, for the loop to refuse and,
+within `max_refusals`, give back to the model.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from typing import Any
 from agentlab.jsonc import compact_json
 from agentlab.models.transcript import (
     args_from_json,
-    check_id,
     check_name,
+    check_reason,
     described,
     malformed,
     tokens,
@@ -66,7 +68,7 @@ def decision_from(response: Any) -> dict[str, Any]:
     if not isinstance(message, dict):
         raise malformed(f"malformed response: the {FORMAT} choice has no message", response)
     spent = tokens_of(response)
-    reason = choice.get("finish_reason")
+    reason = check_reason(choice.get("finish_reason"), "finish_reason", response)
     if message.get("refusal"):
         raise malformed(f"the model refused: {message['refusal']!r:.200}", message)
     if reason == "length":
@@ -106,7 +108,7 @@ def _call(call: Any, raw: Any) -> dict[str, Any]:
         )
     function = call["function"]
     name = check_name(function.get("name"), raw)
-    call_id = check_id(call.get("id"), name, raw)
+    call_id = call.get("id")  # as sent, even missing: the loop refuses an unusable id, and answers under its own
     return {"id": call_id, "name": name, "args": args_from_json(function.get("arguments"), call_id, name, raw, FORMAT)}
 
 

@@ -14,8 +14,8 @@ from typing import Any
 from agentlab.jsonc import compact_json
 from agentlab.models.transcript import (
     args_from_json,
-    check_id,
     check_name,
+    check_reason,
     described,
     malformed,
     tokens,
@@ -64,7 +64,7 @@ def decision_from(response: Any) -> dict[str, Any]:
     if not isinstance(output, list):
         raise malformed(f"malformed response: no output list in the {FORMAT} response", response)
     spent = tokens_of(response)
-    if response.get("status") == "incomplete":
+    if check_reason(response.get("status"), "status", response) == "incomplete":
         details = response.get("incomplete_details")
         reason = details.get("reason") if isinstance(details, dict) else None
         if reason == "content_filter":
@@ -79,11 +79,14 @@ def decision_from(response: Any) -> dict[str, Any]:
         kind = item.get("type") if isinstance(item, dict) else None
         if kind == "function_call":
             name = check_name(item.get("name"), output)
-            call_id = check_id(item.get("call_id"), name, output)
+            call_id = item.get("call_id")  # as sent, even missing: the loop refuses it (see chat_format)
             args = args_from_json(item.get("arguments"), call_id, name, output, FORMAT)
             calls.append({"id": call_id, "name": name, "args": args})
         elif kind == "message":
-            for part in item.get("content") or []:
+            parts = item.get("content") or []
+            if not isinstance(parts, list):
+                raise malformed(f"malformed response: a message's content must be a list, got {parts!r:.80}", output)
+            for part in parts:
                 if isinstance(part, dict) and part.get("type") == "refusal":
                     raise malformed(f"the model refused: {part.get('refusal')!r:.200}", output)
                 if isinstance(part, dict) and part.get("type") == "output_text" and isinstance(part.get("text"), str):

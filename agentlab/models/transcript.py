@@ -17,6 +17,7 @@ Pure functions on plain data: no SDK, no network.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -99,10 +100,13 @@ def _reports_failure(content: str) -> bool:
 
 
 def args_from_json(text: Any, call_id: Any, name: Any, raw: Any, fmt: str) -> Any:
-    """A call's `arguments`, which the format says is a JSON string, parsed; anything else is malformed.
+    """A call's `arguments`, which the format says is a JSON string, parsed.
 
-    Valid JSON that is not an object (`[1, 2]`, `"A"`) is returned as it is: the loop refuses it with
-    "the args must be a dict", as it does for every model.
+    Text that is not JSON is the model's own mistake, and the commonest: it is returned as it is, the raw
+    text, so that the loop refuses the call ("the args must be a dict") and, within `max_refusals`, gives it
+    back to the model to correct. Valid JSON that is not an object (`[1, 2]`, `"A"`) is returned parsed, for
+    the same refusal. Arguments that are not a string at all are the server's fault, not the model's:
+    a ModelOutputError here.
     """
     if not isinstance(text, str):
         raise malformed(
@@ -112,24 +116,12 @@ def args_from_json(text: Any, call_id: Any, name: Any, raw: Any, fmt: str) -> An
         )
     try:
         return json.loads(text) if text.strip() else {}
-    except ValueError as error:
-        raise malformed(
-            f"malformed call {call_id!r} ({name}): its arguments are not JSON ({error}): {_short(text)}", raw
-        ) from None
-
-
-def check_id(call_id: Any, name: Any, raw: Any) -> str:
-    """A provider's call id, which must be a non-empty string; a missing one is malformed, never made up here.
-
-    An id the adapter invented would tie the result to nothing the provider issued, and would hide a
-    broken server; the loop's duplicate-id check then covers a repeated one.
-    """
-    if not isinstance(call_id, str) or not call_id:
-        raise malformed(f"malformed call ({name}): it has no call id (got {_short(call_id)})", raw)
-    return call_id
+    except ValueError:
+        return text  # the loop refuses it, quoting it: the raw text stays in the history's refusal and the trace
 
 
 def check_name(name: Any, raw: Any) -> str:
+    """A call's tool name, which every format sends as a string; anything else is the server's fault."""
     if not isinstance(name, str):
         raise malformed(f"malformed call: the tool name must be a string, got {_short(name)}", raw)
     return name
@@ -147,6 +139,32 @@ def with_usage(decision: dict[str, Any], usage: dict[str, int] | None) -> dict[s
     if usage is not None:
         decision["usage"] = usage
     return decision
+
+
+def check_reason(reason: Any, field: str, raw: Any) -> Any:
+    """A response's stop reason (`finish_reason`, `status`, `stop_reason`): a string, or absent."""
+    if reason is not None and not isinstance(reason, str):
+        raise malformed(f"malformed response: {field} must be a string, got {_short(reason)}", raw)
+    return reason
+
+
+def wellformed(value: Any) -> Any:
+    """`value` (a request body) with every lone surrogate in its strings replaced by U+FFFD.
+
+    JSON allows a lone surrogate (`"\\ud800"`), so a model's arguments may hold one; but the SDKs encode
+    a request as UTF-8, which has none, and would fail with a UnicodeEncodeError. The history keeps what
+    the model sent; only the bytes on the wire change.
+    """
+    if isinstance(value, str):
+        return _LONE.sub("\ufffd", value) if not value.isascii() and _LONE.search(value) else value
+    if isinstance(value, dict):
+        return {wellformed(key): wellformed(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [wellformed(item) for item in value]
+    return value
+
+
+_LONE = re.compile("[\ud800-\udfff]")  # a surrogate code point in a str: UTF-8 cannot encode any of them
 
 
 def malformed(message: str, raw: Any) -> ModelOutputError:
@@ -178,11 +196,12 @@ __all__ = [
     "Result",
     "Turn",
     "args_from_json",
-    "check_id",
     "check_name",
+    "check_reason",
     "described",
     "malformed",
     "tokens",
     "turns",
+    "wellformed",
     "with_usage",
 ]
