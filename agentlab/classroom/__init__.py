@@ -6,6 +6,8 @@
                  (`python -m agentlab check`, `python -m agentlab grade`)
     student.py   the learners' copies of the workbooks, released with nbgrader
                  (`python -m agentlab student`, `make student`)
+    template.py  a GitHub Classroom starter repository whose workflow grades every push
+                 (`python -m agentlab classroom init`, `python -m agentlab classroom row`)
 
 See docs/teachers.md. Nothing in the core imports this folder.
 """

@@ -591,20 +591,22 @@ def _changed(before: dict[str, int]) -> str:
 # -- a whole class --------------------------------------------------------------------------------------------------
 
 
-def submissions(folder: Path) -> list[tuple[str, Path | None]]:
+def submissions(folder: Path, workbook: str | None = None) -> list[tuple[str, Path | None]]:
     """(student, submission) for each entry of `folder`: a .py or .ipynb file, or a subfolder holding one.
 
-    In a subfolder the submission is `solution.py` if there is one, else its last workbook, else its only
-    .py file; a subfolder with none of these is listed with None.
+    In a subfolder the submission is `workbook` if given (one student's repository of a GitHub Classroom course
+    holds every workbook), else `solution.py` if there is one, else its last workbook, else its only .py file; a
+    subfolder with none of these is listed with None. With `workbook`, files beside the subfolders are left out.
     """
     found: list[tuple[str, Path | None]] = []
     for entry in sorted(folder.iterdir()):
         if entry.name.startswith((".", "_")):
             continue
-        if entry.is_file() and entry.suffix in (".py", ".ipynb"):
+        if entry.is_file() and entry.suffix in (".py", ".ipynb") and workbook is None:
             found.append((entry.stem, entry))
         elif entry.is_dir():
-            found.append((entry.name, _pick(entry)))
+            chosen = entry / workbook if workbook is not None else None
+            found.append((entry.name, (chosen if chosen.is_file() else None) if chosen else _pick(entry)))
     return found
 
 
@@ -627,9 +629,12 @@ def grade_class(
     bound_s: float = BOUND_S,
     limits: Limits = Limits(),
     progress: Callable[[Graded], None] | None = None,
+    workbook: str | None = None,
 ) -> list[Graded]:
-    """Grade every submission in `folder`, `jobs` at a time (the CPU count); write `out`/grades.csv and feedback."""
-    entries = submissions(folder)
+    """Grade every submission in `folder`, `jobs` at a time (the CPU count); write `out`/grades.csv and feedback.
+
+    `workbook` names the file to grade in each student's subfolder (see `submissions`)."""
+    entries = submissions(folder, workbook)
     jobs = jobs or os.cpu_count() or 1
 
     def one(entry: tuple[str, Path | None]) -> Graded:
@@ -648,15 +653,36 @@ def grade_class(
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         results = list(pool.map(one, entries))
-    write_grades(results, out)
+    write_grades(results, out, folder)
     return results
 
 
 _NO_SUBMISSION = "Hand in one .py file (or the workbook) that defines agent_loop."
 
+# A spreadsheet runs a cell that begins with one of these as a formula (=HYPERLINK(...), +cmd|...): a student's file
+# or folder name, or an error message of theirs, could. Such a cell gets a leading apostrophe, which a spreadsheet
+# shows as text and does not display (OWASP's advice for CSV injection; tab and carriage return are on its list too).
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
-def write_grades(results: Iterable[Graded], out: Path) -> Path:
-    """`out`/grades.csv (a column per behaviour, then the total) and `out`/<student>.txt with each one's rows."""
+
+def csv_cell(value: object) -> object:
+    """`value` as a CSV cell a spreadsheet will not run: a string that starts like a formula is prefixed with '."""
+    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def step_label(step: str | None) -> str:
+    """The `step` column: the workbook step a submission was graded at, or "all" for the whole exercise."""
+    return step or "all"
+
+
+def write_grades(results: Iterable[Graded], out: Path, folder: Path | None = None) -> Path:
+    """`out`/grades.csv (the step, a column per behaviour, then the total) and `out`/<student>.txt, each one's rows.
+
+    The feedback files go to students: they name a submission by its path inside `folder` (the class), and no
+    absolute path of this machine (the class folder, agentlab's, the grading process's temporary folder, home).
+    """
     results = list(results)
     out.mkdir(parents=True, exist_ok=True)
     keys: list[str] = []
@@ -665,25 +691,62 @@ def write_grades(results: Iterable[Graded], out: Path) -> Path:
     table = out / "grades.csv"
     with table.open("w", newline="", encoding="utf-8") as file:
         writer = csv.writer(file)
-        writer.writerow(["student", "submission", *keys, "passed", "total", "score", "problem"])
+        writer.writerow(["student", "submission", "step", *keys, "passed", "total", "score", "problem"])
         for graded in results:
             marks = {row.key: int(row.passed) for row in graded.report.rows}
             report = graded.report
-            writer.writerow(
-                [
-                    graded.student,
-                    graded.path,
-                    *(marks.get(k, "") for k in keys),
-                    report.points,
-                    report.total,
-                    report.score,
-                    graded.problem,
-                ]
-            )
+            cells = [
+                graded.student,
+                graded.path,
+                step_label(report.step),
+                *(marks.get(k, "") for k in keys),
+                report.points,
+                report.total,
+                report.score,
+                graded.problem,
+            ]
+            writer.writerow([csv_cell(cell) for cell in cells])
     for graded in results:
-        text = render_text(replace(graded.report, target=graded.student))
+        rows = tuple(
+            replace(
+                row,
+                expected=for_student(row.expected, graded.path, folder),
+                happened=for_student(row.happened, graded.path, folder),
+                hint=for_student(row.hint, graded.path, folder),
+            )
+            for row in graded.report.rows
+        )  # before the text is wrapped into lines, which would cut a path in two
+        text = render_text(replace(graded.report, target=graded.student, rows=rows))
         (out / f"{_safe_name(graded.student)}.txt").write_text(text + "\n", encoding="utf-8")
     return table
+
+
+def for_student(text: str, path: str, folder: Path | None = None) -> str:
+    """`text` with the grading machine's absolute paths taken out: the submission named by its path in the class."""
+    swaps: list[tuple[str, str]] = []
+    if path:
+        inside = _inside(Path(path), folder)
+        swaps += [(str(Path(path).resolve()), inside), (path, inside)]
+    if folder is not None:
+        for base in {str(folder.resolve()), str(folder)} - {"", "."}:
+            swaps.append((base + os.sep, ""))
+    swaps.append((str(ROOT) + os.sep, ""))  # agentlab's own files: agentlab/loop.py, not /home/teacher/.../loop.py
+    for old, new in sorted(swaps, key=lambda swap: -len(swap[0])):  # the longest first: a path before its folder
+        if old and old not in (os.sep, "."):
+            text = text.replace(old, new)
+    text = re.sub(re.escape(tempfile.gettempdir().rstrip(os.sep)) + r"/agentlab-grade-[^/\s]*/?", "", text)
+    home = str(Path.home())
+    return text.replace(home + os.sep, "~" + os.sep) if home not in ("", os.sep) else text
+
+
+def _inside(path: Path, folder: Path | None) -> str:
+    """The submission's path inside the class folder (bob/solution.py), or its name if it is not in it."""
+    if folder is not None:
+        try:
+            return str(path.resolve().relative_to(folder.resolve()))
+        except ValueError:
+            pass
+    return path.name
 
 
 def _safe_name(student: str) -> str:
@@ -696,10 +759,13 @@ __all__ = [
     "GradingError",
     "Limits",
     "child",
+    "csv_cell",
+    "for_student",
     "grade",
     "grade_class",
     "refuse_bad_target",
     "scope",
+    "step_label",
     "submissions",
     "write_grades",
 ]

@@ -47,11 +47,31 @@ class WorkbookError(AgentError):
 
 @dataclass
 class Outcome:
-    """What `write` did: copies written, copies kept because a learner edited them, and release copies made."""
+    """What `write` did: copies written, copies already current, copies kept because a learner edited them, and
+    release copies made."""
 
     written: list[Path] = field(default_factory=list)
     kept: list[Path] = field(default_factory=list)
     released: list[Path] = field(default_factory=list)
+    current: list[Path] = field(default_factory=list)
+
+    def summary(self, root: Path = ROOT) -> str:
+        """One line saying what was done, for `make student` (which printed nothing when all went well)."""
+
+        def shown(path: Path) -> str:
+            try:
+                return str(path.relative_to(root))
+            except ValueError:
+                return str(path)
+
+        learners = self.written + self.current + self.kept
+        where = shown(learners[0].parent) if learners else shown(LEARNERS)
+        release = f" into {shown(self.released[0].parent)}/" if self.released else ""
+        return (
+            f"released {len(self.released) or len(learners)} workbooks with nbgrader{release}; {where}/: "
+            f"{len(self.written)} written, {len(self.current)} already up to date, "
+            f"{len(self.kept)} kept for a learner's edits"
+        )
 
 
 def generate(source_dir: Path = SOURCE, release_dir: Path | None = None) -> dict[str, str]:
@@ -148,6 +168,7 @@ def write(source_dir: Path = SOURCE, learners: Path = LEARNERS, release_dir: Pat
         current = path.read_text(encoding="utf-8") if path.exists() else None
         if current == text:
             manifest[name] = digest(text)
+            outcome.current.append(path)
         elif current is None or digest(current) == manifest.get(name):
             path.write_text(text, encoding="utf-8")
             manifest[name] = digest(text)

@@ -32,7 +32,10 @@ from pathlib import Path
 from typing import Any
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
-CHROMIUM = Path("/usr/bin/chromium")
+# Debian's Chromium by default; AGENTLAB_CHROMIUM names another Chromium-based browser, e.g. the Google Chrome that
+# GitHub's ubuntu-latest runner image has preinstalled (.github/workflows/ci.yml), where Ubuntu's chromium-browser
+# package is only a shim for a snap.
+CHROMIUM = Path(os.environ.get("AGENTLAB_CHROMIUM") or "/usr/bin/chromium")
 # Chromium on a machine whose network is closed but for package registries: no
 # background traffic, no sandbox as root, no GPU, /tmp instead of a small /dev/shm.
 CHROMIUM_FLAGS = (
