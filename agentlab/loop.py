@@ -428,7 +428,8 @@ class _Run:
         elif not isinstance(call["name"], str):
             problem = f"the tool name must be a string, got {untrusted.show(call['name'])}"
         elif not isinstance(call["args"], dict):
-            problem = f"the args must be a dict, got {untrusted.show(call['args'])}"
+            args = call["args"]
+            problem = f"the args must be a dict, got {untrusted.show(args)}{untrusted.args_as_text(args)}"
         else:
             return call["id"], call["name"], call["args"]
         problem = f"malformed call #{number}: {problem}; nothing of this batch ran"

@@ -15,6 +15,7 @@ None of this is needed to understand the loop: read `agentlab/loop.py` first.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections.abc import Callable
 from typing import Any
@@ -40,6 +41,23 @@ def describe(error: BaseException) -> str:
 def show(value: Any) -> str:
     """A value as a short glimpse and its type: bounded, and runs none of the value's code."""
     return f"{glimpse(value, 77)} ({type(value).__name__})"
+
+
+def args_as_text(value: Any) -> str:
+    """Why arguments sent as a string are not a dict: the model's commonest mistake, said so it can fix it.
+
+    A real model writes its arguments as text, and often breaks it (cut off, a missing comma); the
+    parser's own words, with the position, go back to the model with the refusal.
+    """
+    if type(value) is not str or len(value) > 100_000:  # a huge text is not parsed only to describe it
+        return ""
+    try:
+        parsed = json.loads(value)
+    except ValueError as error:
+        return f": text that is not JSON ({error})"
+    if isinstance(parsed, dict):
+        return ": a JSON object sent as text (decode it into a dict)"
+    return f": JSON text of a {type(parsed).__name__}, not of an object"
 
 
 def keys(mapping: Any) -> list[str]:

@@ -246,6 +246,23 @@ async def test_batch_checks_come_in_order_and_nothing_runs(decision, error) -> N
     assert raised.value.rejected == decision
 
 
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ('{"id": "A",', "text that is not JSON (Expecting property name enclosed in double quotes: line 1 column 12"),
+        ('{"id": "A"}', "a JSON object sent as text (decode it into a dict)"),
+        ("[1, 2]", "JSON text of a list, not of an object"),
+        (["A"], "the args must be a dict, got ['A'] (list); nothing"),
+        ("x" * 200_000, "(str); nothing of this batch ran"),  # too big to parse only to say why
+    ],
+)
+async def test_args_sent_as_text_say_why_they_are_refused(args, says) -> None:
+    """A model's commonest mistake, broken JSON text, is named with the parser's position: it can go back to it."""
+    with pytest.raises(ModelOutputError) as raised:
+        await agent_loop("q", Scripted(calls({"id": "c1", "name": "lookup", "args": args})), echo_tools())
+    assert "malformed call #1: the args must be a dict" in str(raised.value) and says in str(raised.value)
+
+
 async def test_repeats_are_checked_before_validate_when_forbidden() -> None:
     ran: list = []
     model = Scripted(calls(LOOKUP_A), calls(call("lookup", {"id": "A"}, "c2")))
