@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 READY := $(VENV)/.ready
 
-.PHONY: lab test test-browser test-nbgrader lint format bench soak stress clean notebooks student
+.PHONY: lab test test-browser test-nbgrader lint format bench soak stress clean notebooks student lite lite-serve test-lite
 
 DEV_READY := $(VENV)/.dev-ready
 # JupyterLab refuses to run as root (Docker, a devcontainer, a cloud VM) unless told it may.
@@ -103,6 +103,30 @@ test: $(DEV_READY) $(PYODIDE_READY) $(ACTIONLINT_READY)  ## set up, then run eve
 # prints the folder of its screenshots. `make test` skips it: it takes minutes.
 test-browser: $(DEV_READY)  ## set up, then run every notebook in JupyterLab in headless Chromium (a few minutes)
 	$(BIN)/python -m pytest -m browser tests/browser
+
+# The browser edition (lite/build.py says what goes into it): a static JupyterLite site in lite/dist, built in its own
+# environment (lite/.venv, lite/requirements.txt), never the learner's .venv. Downloads at build time only.
+LITE_VENV := lite/.venv
+LITE_READY := $(LITE_VENV)/.ready
+LITE_PORT ?= 8000
+$(LITE_READY): lite/requirements.txt
+	$(PYTHON) -m venv $(LITE_VENV)
+	$(LITE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(LITE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r lite/requirements.txt
+	@touch $(LITE_READY)
+
+lite: $(LITE_READY) $(PYODIDE_READY)  ## build the browser edition: a static site in lite/dist (any web server can host it)
+	$(LITE_VENV)/bin/python lite/build.py
+
+lite-serve:  ## serve lite/dist on 127.0.0.1 (make lite first; another port: make lite-serve LITE_PORT=8080)
+	@test -f lite/dist/jupyter-lite.json || { echo "lite/dist is not built: run make lite first"; exit 1; }
+	@echo "== open http://127.0.0.1:$(LITE_PORT)/lab/index.html?path=00_start_here.ipynb (Ctrl-C stops)"
+	$(PYTHON) -m http.server $(LITE_PORT) --bind 127.0.0.1 --directory lite/dist
+
+# Every notebook of the series, a playground's slider and a workbook's check, in the site's Pyodide kernel in headless
+# Chromium, every request not to 127.0.0.1 aborted and counted (tests/lite). Builds the site first.
+test-lite: $(DEV_READY) lite  ## build the browser edition, then run it in headless Chromium (a few minutes)
+	$(BIN)/python -m pytest -m lite tests/lite
 
 notebooks: $(DEV_READY)  ## re-execute every notebook in place from a fresh kernel: the outputs nbval compares
 	$(BIN)/python tools/run_notebooks.py

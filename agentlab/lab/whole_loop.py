@@ -55,7 +55,13 @@ class ModelAnswer:
         }
 
 
+# The browser edition's wheel carries the solved workbook here (lite/build.py), as there is no repository beside it.
+BUNDLED = Path(__file__).resolve().parent / "model_answer"
+
+
 def _solved(step: str) -> Path:
+    if not WORKBOOKS.is_dir() and any(BUNDLED.glob(f"*_{step}.ipynb")):
+        return sorted(BUNDLED.glob(f"*_{step}.ipynb"))[0]
     if not WORKBOOKS.is_dir():
         raise ConfigError(
             f"the model answer is read from the repository's teachers/source/workbooks, and {WORKBOOKS} is not "
