@@ -20,7 +20,7 @@ from agentlab.lab.scenarios import SCENARIOS
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
-STUDENT_WORK = NOTEBOOKS / "exercises"  # the learners' own copies: never executed or compared here
+STUDENT_WORK = (NOTEBOOKS / "exercises", NOTEBOOKS / "pl" / "exercises")  # learners' copies: never executed here
 WORKBOOKS = ROOT / "teachers" / "source"  # their solved sources are
 # The series, in its reading order (tests/test_lesson_shape.py holds it to the notebooks' own links).
 SERIES = (
@@ -54,7 +54,7 @@ def notebooks_under_test() -> list[Path]:
     return sorted(
         path
         for path in [*NOTEBOOKS.rglob("*.ipynb"), *WORKBOOKS.rglob("*.ipynb")]
-        if STUDENT_WORK not in path.parents and ".ipynb_checkpoints" not in path.parts
+        if not set(STUDENT_WORK) & set(path.parents) and ".ipynb_checkpoints" not in path.parts
     )
 
 

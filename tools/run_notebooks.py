@@ -37,7 +37,7 @@ from traitlets import default
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 # Students' working copies: theirs to run, never executed or tested here.
-STUDENT_WORK = NOTEBOOKS / "exercises"  # the learners' copies: no outputs to save
+STUDENT_WORK = (NOTEBOOKS / "exercises", NOTEBOOKS / "pl" / "exercises")  # the learners' copies: no outputs to save
 WORKBOOKS = ROOT / "teachers" / "source"  # the solved workbooks: nbval runs them
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
@@ -57,7 +57,7 @@ def tested_notebooks() -> list[Path]:
     return sorted(
         path
         for path in [*NOTEBOOKS.rglob("*.ipynb"), *WORKBOOKS.rglob("*.ipynb")]
-        if STUDENT_WORK not in path.parents and ".ipynb_checkpoints" not in path.parts
+        if not set(STUDENT_WORK) & set(path.parents) and ".ipynb_checkpoints" not in path.parts
     )
 
 
