@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -129,7 +130,8 @@ def test_a_row_of_a_missing_workbook_fails_and_an_unknown_row_is_the_teachers_er
 
 def _sources_digest() -> str:
     digest = hashlib.sha256()
-    for path in sorted([*ROOT.glob("agentlab/**/*.py"), *ROOT.glob("agentlab/**/*.json"), ROOT / "pyproject.toml"]):
+    sources = [*ROOT.glob("agentlab/**/*.py"), *ROOT.glob("agentlab/**/*.json"), *ROOT.glob("agentlab/**/*.po")]
+    for path in sorted([*sources, ROOT / "pyproject.toml"]):
         digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -152,6 +154,15 @@ def fresh_python() -> tuple[Path, Path]:
         ready.touch()
     (wheel,) = (cache / "wheel").glob("agentlab-*.whl")
     return wheel, cache / "venv" / "bin"
+
+
+def test_the_wheel_carries_the_polish_catalogs_and_quizzes(fresh_python) -> None:
+    """An installed agentlab speaks Polish too: the .po catalogs and the Polish quizzes are package data."""
+    wheel, _bin = fresh_python
+    names = set(zipfile.ZipFile(wheel).namelist())
+    catalogs = {f"agentlab/locale/pl/{path.name}" for path in (ROOT / "agentlab" / "locale" / "pl").glob("*.po")}
+    quizzes = {f"agentlab/lab/quizzes/pl/{path.name}" for path in (ROOT / "agentlab/lab/quizzes/pl").glob("*.json")}
+    assert catalogs and quizzes and catalogs | quizzes <= names
 
 
 def right(name: str) -> dict:

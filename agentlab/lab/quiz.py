@@ -8,6 +8,10 @@ code cell shows no answer. Each question has its choices, the index of the right
 one, and `why`: the reason, shown once the learner has chosen, right or wrong. A
 saved notebook shows the questions without their answers; running the cell gives
 each question its buttons.
+
+In Polish (agentlab.i18n: the language at call time) the questions come from
+quizzes/pl/<the same name>.json, a translation with the same choices in the same
+order and the same answers, and the quiz's own words from agentlab/locale/pl/quiz.po.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from importlib import resources
 from typing import Any
 
 from agentlab.errors import ConfigError
+from agentlab.i18n import _, language, ngettext
 from agentlab.lab import _look as look
 
 _FOLDER = "quizzes"
@@ -40,8 +45,8 @@ class Question:
         if not 0 <= choice < len(self.choices):
             raise ConfigError(f"choice {choice} is not one of 0..{len(self.choices) - 1}")
         if choice == self.answer:
-            return f"✓ Right. {self.why}"
-        return f"✗ Not quite: the answer is “{self.choices[self.answer]}”. {self.why}"
+            return _("✓ Right. {why}").format(why=self.why)
+        return _("✗ Not quite: the answer is “{answer}”. {why}").format(answer=self.choices[self.answer], why=self.why)
 
 
 def names() -> list[str]:
@@ -51,10 +56,14 @@ def names() -> list[str]:
 
 
 def questions(notebook: str) -> list[Question]:
-    """The questions of `notebook`'s quiz; a ConfigError names the quizzes there are if it has none."""
-    source = resources.files("agentlab.lab").joinpath(_FOLDER, f"{notebook}.json")
+    """The questions of `notebook`'s quiz, in the language in force; a ConfigError names the quizzes if it has none."""
+    folder = resources.files("agentlab.lab").joinpath(_FOLDER)
+    source = folder.joinpath(f"{notebook}.json")
     if not source.is_file():
         raise ConfigError(f"no quiz for {notebook!r}; the quizzes are: {', '.join(names())}")
+    asked_in = language()
+    if asked_in != "en" and folder.joinpath(asked_in, f"{notebook}.json").is_file():  # else asked in English
+        source = folder.joinpath(asked_in, f"{notebook}.json")
     loaded = json.loads(source.read_text(encoding="utf-8"))
     return [Question(entry["question"], tuple(entry["choices"]), entry["answer"], entry["why"]) for entry in loaded]
 
@@ -82,7 +91,14 @@ class Quiz:
         return bundle
 
     def _snapshot_text(self) -> str:
-        lines = [f"Self-check, {len(self.questions)} questions: run this cell to answer; each answer is checked."]
+        count = len(self.questions)
+        lines = [
+            ngettext(
+                "Self-check, {n} question: run this cell to answer; each answer is checked.",
+                "Self-check, {n} questions: run this cell to answer; each answer is checked.",
+                count,
+            ).format(n=count)
+        ]
         for number, question in enumerate(self.questions, 1):
             lines.extend(textwrap.wrap(f"{number}. {question.text}", 96, subsequent_indent="   "))
             for index, choice in enumerate(question.choices):
@@ -93,10 +109,15 @@ class Quiz:
 
     def _snapshot_html(self) -> str:
         e = html.escape
+        count = len(self.questions)
+        header = ngettext(
+            "Self-check, {n} question: run this cell to answer; each answer is checked as you choose it.",
+            "Self-check, {n} questions: run this cell to answer; each answer is checked as you choose it.",
+            count,
+        ).format(n=count)
         parts = [
             f"<div class='agentlab-quiz'{look.attr(f'{look.SANS};max-width:60em;line-height:1.45')}>",
-            f"<div{look.attr(look.MUTED)}>Self-check, {len(self.questions)} questions: run this cell to answer; "
-            "each answer is checked as you choose it.</div>",
+            f"<div{look.attr(look.MUTED)}>{e(header)}</div>",
         ]
         for number, question in enumerate(self.questions, 1):
             parts.append(f"<div{look.attr('margin-top:6px')}><b>{number}. {e(question.text)}</b></div><ol type='a'>")
