@@ -352,8 +352,15 @@ async def until_aborted(request: Any, signal: AbortSignal | None) -> Any:
 MAX_BODY_SHOWN = 2000
 
 
-def _provider_error(error: Exception) -> ModelError:
-    """An SDK's error (a status, a refused or dropped connection, a timeout) as a ModelError saying what to change."""
+def _provider_error(error: Exception) -> AgentError:
+    """An SDK's error (a status, a refused or dropped connection, a timeout) as a ModelError saying what to change.
+
+    A ConfigError of agentlab's own under the SDK's error (the in-process transport refusing a URL it cannot
+    reach: `agentlab.models.loopback`) is the learner's to fix, and says how: it comes out as it is.
+    """
+    own = _own_config_error(error)
+    if own is not None:
+        return ConfigError(own.message)
     status = getattr(error, "status_code", None)
     if isinstance(status, int):
         hint = HINTS.get(status, "the provider failed; try again later" if status >= 500 else "")
@@ -392,6 +399,16 @@ def _provider_message(error: Exception) -> str:
         return message + (f" (param {param!r})" if isinstance(param, str) and param and param not in message else "")
     text = getattr(error, "message", None) or str(error)
     return text if len(text) <= MAX_BODY_SHOWN else text[:MAX_BODY_SHOWN] + f"... ({len(text)} characters)"
+
+
+def _own_config_error(error: BaseException) -> ConfigError | None:
+    """The first ConfigError down an exception's chain (the exception itself included), if any."""
+    seen: BaseException | None = error
+    for _ in range(8):
+        if seen is None or isinstance(seen, ConfigError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _causes(error: BaseException) -> list[str]:

@@ -17,12 +17,17 @@ that names it; a key the provider refuses or a model id it does not know
 from __future__ import annotations
 
 import contextlib
+import importlib
+import importlib.util
 import os
+import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from agentlab.errors import ConfigError, ModelError
+from agentlab.models import loopback
 from agentlab.models.adapters import Model, anthropic_messages, openai_chat, openai_responses
 from agentlab.models.loopback import LoopbackServer, Reply
 
@@ -68,18 +73,64 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings | None:
 
 
 def client_for(provider: str, *, api_key: str, base_url: str | None, max_retries: int = 0) -> Any:
-    """The official SDK's async client for `provider`; the SDK is imported only here, when asked for."""
+    """The official SDK's async client for `provider`; the SDK is imported only here, when asked for.
+
+    In the browser edition (`loopback.IN_PROCESS`) the client's HTTP goes through the in-process transport: it
+    reaches the LoopbackServers open in the kernel, and refuses every other URL (there is no network there).
+    """
+    sdk = _sdk(provider)
+    make = sdk.AsyncAnthropic if provider == "anthropic" else sdk.AsyncOpenAI
+    if not loopback.IN_PROCESS:
+        return make(api_key=api_key, base_url=base_url, max_retries=max_retries)
+    http_client = loopback.in_process_client(sdk)
+    return make(api_key=api_key, base_url=base_url, max_retries=max_retries, http_client=http_client)
+
+
+def _sdk_name(provider: str) -> str:
+    return "anthropic" if provider == "anthropic" else "openai"
+
+
+def _sdk(provider: str) -> ModuleType:
+    """The provider's SDK, imported; in Pyodide, loaded from the site's own packages first if need be."""
+    name = _sdk_name(provider)
     try:
-        if provider == "anthropic":
-            import anthropic
-
-            return anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=max_retries)
-        import openai
-
-        return openai.AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=max_retries)
+        return importlib.import_module(name)
     except ImportError:
-        extra = "anthropic" if provider == "anthropic" else "openai"
-        raise ConfigError(f"{provider} needs its SDK: pip install 'agentlab[{extra}]'") from None
+        if sys.platform != "emscripten":
+            raise ConfigError(f"{provider} needs its SDK: pip install 'agentlab[{name}]'") from None
+    from pyodide.ffi import can_run_sync, run_sync  # type: ignore[import-not-found]
+
+    if not can_run_sync():  # no way to wait for the download here: a cell's import (or `scripted`) loads it
+        raise ConfigError(
+            f"{provider} needs its SDK, which the browser edition loads from the site as a cell imports it: "
+            f"run `import {name}` in a cell, then this one again"
+        ) from None
+    run_sync(_load_from_site(name))
+    importlib.invalidate_caches()
+    try:
+        return importlib.import_module(name)
+    except ImportError as error:
+        raise ConfigError(
+            f"the browser edition could not load {name} from the site ({error}): reload the page; if it stays so, "
+            "the site was built without it (lite/build.py puts it in)"
+        ) from None
+
+
+async def sdk_loaded(provider: str) -> None:
+    """In Pyodide, load the provider's SDK from the site's own packages unless it is there (elsewhere: nothing).
+
+    `client_for` does it too where Pyodide can wait for it; awaited here, it works wherever an `await` does.
+    """
+    if sys.platform == "emscripten" and importlib.util.find_spec(_sdk_name(provider)) is None:
+        await _load_from_site(_sdk_name(provider))
+        importlib.invalidate_caches()
+
+
+def _load_from_site(name: str) -> Any:
+    """Pyodide's loadPackage: `name` and what it depends on, from the site's own lock and folder (no PyPI)."""
+    import pyodide_js  # type: ignore[import-not-found]
+
+    return pyodide_js.loadPackage(name)
 
 
 @contextlib.asynccontextmanager
@@ -89,6 +140,7 @@ async def scripted(
     """A model that talks through the real SDK and adapter to a scripted exchange served on 127.0.0.1."""
     if provider not in ADAPTERS:
         raise ConfigError(f"provider must be one of {', '.join(ADAPTERS)}, not {provider!r}")
+    await sdk_loaded(provider)
     with LoopbackServer(*replies) as server:
         base_url = server.url if provider == "anthropic" else server.openai_url
         async with client_for(provider, api_key="scripted", base_url=base_url) as client:
@@ -110,6 +162,7 @@ async def model_from_env(
         async with scripted(script_provider, script, tools, **options) as model:
             yield model
         return
+    await sdk_loaded(settings.provider)
     client = client_for(settings.provider, api_key=settings.api_key, base_url=settings.base_url)
     async with client:
         yield _naming_settings(ADAPTERS[settings.provider](client, settings.model, tools, **options))
@@ -131,4 +184,4 @@ def _naming_settings(inner: Model) -> Model:
     return model
 
 
-__all__ = ["ADAPTERS", "Settings", "client_for", "model_from_env", "scripted", "settings_from_env"]
+__all__ = ["ADAPTERS", "Settings", "client_for", "model_from_env", "scripted", "sdk_loaded", "settings_from_env"]

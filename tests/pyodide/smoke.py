@@ -121,4 +121,65 @@ try:
 finally:
     sys.stderr = sys.__stderr__
 found["noise"] = noise.getvalue()
+
+
+# 7. The real SDKs, from the built site's own wheels (tests/test_pyodide.py names them when lite/dist is built): the
+# scripted exchange served in-process (no socket, no thread), a stall ended by the deadline, any other URL refused.
+async def sdk_exchanges(wheels):
+    import threading
+
+    import pyodide_js
+    from pyodide.ffi import to_js
+
+    from agentlab.lab.examples import lookup_tools
+    from agentlab.models import anthropic_messages, openai_chat
+    from agentlab.models.loopback import LoopbackServer, Reply, anthropic_reply, chat_reply
+    from agentlab.models.settings import client_for, scripted
+
+    sdk = {}
+    try:  # before the SDK is loaded: made (Pyodide can wait for the load here), or what to do instead
+        client_for("anthropic", api_key="k", base_url=None)
+        sdk["unloaded"] = "made"
+    except AgentError as error:
+        sdk["unloaded"] = f"{type(error).__name__}: {error}"
+    started = time.monotonic()
+    await pyodide_js.loadPackage(to_js(wheels))
+    sdk["load_s"] = round(time.monotonic() - started, 1)
+    import anthropic
+    import httpx
+    import openai
+
+    sdk["versions"] = [openai.__version__, anthropic.__version__, httpx.__version__]
+    tools = lookup_tools()
+    good = {"id": "call_1", "name": "lookup", "args": {"id": "A"}}
+    async with scripted("openai-chat", [chat_reply(calls=[good]), chat_reply(text="A is in.")], tools) as model:
+        sdk["chat"] = (await agent_loop("Is A in?", model, tools)).text
+    with LoopbackServer(anthropic_reply(calls=[{**good, "id": "toolu_1"}]), anthropic_reply(text="in")) as server:
+        async with client_for("anthropic", api_key="k", base_url=server.url) as client:
+            text = (await agent_loop("Is A in?", anthropic_messages(client, "m", tools), tools)).text
+        answered = server.requests[1]["body"]["messages"][-1]["content"][0]
+        sdk["anthropic"] = [text, [r["path"] for r in server.requests], answered["type"], answered["tool_use_id"]]
+    with LoopbackServer(Reply(chat_reply(text="never").body, stall=True)) as server:
+        async with client_for("openai-chat", api_key="k", base_url=server.openai_url) as client:
+            started = time.monotonic()
+            try:
+                await agent_loop("hi", openai_chat(client, "m", tools), tools, timeout_ms=200)
+                sdk["stall"] = ["returned"]
+            except AgentError as error:
+                sdk["stall"] = [type(error).__name__, round(time.monotonic() - started, 2)]
+    async with client_for("openai-chat", api_key="k", base_url=None) as client:
+        try:
+            await agent_loop("hi", openai_chat(client, "m", tools), tools)
+            sdk["refused"] = "returned"
+        except AgentError as error:
+            sdk["refused"] = f"{type(error).__name__}: {error}"
+    sdk["threads"] = threading.active_count()
+    return sdk
+
+
+import js  # noqa: E402  (Node's process.env, where the test puts the wheels' paths)
+
+wheels = json.loads(getattr(js.process.env, "AGENTLAB_SMOKE_WHEELS", None) or "[]")
+if wheels:
+    found["sdk"] = await sdk_exchanges(wheels)
 json.dumps(found)
