@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentlab import callees, errors
+from agentlab import callees, errors, i18n
 from agentlab.abort import AbortController
 from agentlab.errors import ConfigError
 from agentlab.jsonc import compact_json
@@ -1461,12 +1461,12 @@ async def verify(key: str, agent_loop: AgentLoop, *, expect_failure: bool = Fals
     behaviour = get(key)
     if not expect_failure:
         await behaviour(agent_loop)
-        print(textwrap.fill(f"✓ {behaviour.title}", 100, subsequent_indent="  "))
+        print(textwrap.fill(f"✓ {i18n._(behaviour.title)}", 100, subsequent_indent="  "))
         return
     try:
         await behaviour(agent_loop)
     except BehaviourFailed as failure:
-        print(textwrap.fill(f"✗ {behaviour.title}", 100, subsequent_indent="  "))
+        print(textwrap.fill(f"✗ {i18n._(behaviour.title)}", 100, subsequent_indent="  "))
         for line in textwrap.wrap(str(failure), 96, initial_indent="  ", subsequent_indent="    "):
             print(line)
         return

@@ -279,3 +279,17 @@ def test_a_missing_translation_falls_back_to_the_english(monkeypatch) -> None:
     monkeypatch.setenv("AGENTLAB_LANG", "pl")
     assert i18n._("a sentence no catalog has") == "a sentence no catalog has"
     assert i18n.ngettext("{n} thing", "{n} things", 5) == "{n} things"
+
+
+async def test_a_reference_check_says_its_verdict_in_polish(monkeypatch, capsys) -> None:
+    """The notebooks' `await verify(...)` lines: the behaviour's title in the learner's language."""
+    from agentlab import agent_loop
+    from agentlab.behaviours import get, verify
+
+    await verify("unknown_tool", agent_loop)
+    english = capsys.readouterr().out
+    monkeypatch.setenv("AGENTLAB_LANG", "pl")
+    await verify("unknown_tool", agent_loop)
+    polish = capsys.readouterr().out
+    assert english.startswith(f"✓ {get('unknown_tool').title[:40]}")
+    assert polish.startswith("✓ ") and polish != english and "narzędzi" in polish

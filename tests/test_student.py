@@ -47,6 +47,12 @@ def test_the_committed_student_versions_are_up_to_date() -> None:
     assert stale() == [], "run `make student` (python -m agentlab student) and commit notebooks/exercises/"
 
 
+def test_the_polish_student_versions_are_the_release_of_the_polish_sources() -> None:
+    (_english, (source, learners, _release)) = student.EDITIONS
+    assert sorted(p.name for p in source.glob("*.ipynb")) == sorted(p.name for p in SOURCES)
+    assert student.stale(source, learners) == [], "run `make student` and commit notebooks/pl/exercises/"
+
+
 @pytest.mark.parametrize("path", SOURCES, ids=lambda path: path.stem)
 def test_no_solution_is_left_in_a_student_version(path: Path) -> None:
     source_cells, student_cells = cells(path), cells(student.LEARNERS / path.name)
@@ -161,7 +167,7 @@ def test_a_release_replaces_untouched_copies_and_keeps_edited_ones(tmp_path: Pat
 
 def test_the_command_says_which_copies_it_kept(tmp_path: Path, monkeypatch, capsys) -> None:
     outcome = student.Outcome(kept=[student.LEARNERS / "01_basics.ipynb"])
-    monkeypatch.setattr(student, "write", lambda: outcome)
+    monkeypatch.setattr(student, "write_all", lambda: [outcome])
     assert main(["student"]) == 1
     err = capsys.readouterr().err
     assert "kept notebooks/exercises/01_basics.ipynb: it has a learner's edits" in err
@@ -176,7 +182,7 @@ def test_the_command_says_what_it_did_when_all_went_well(monkeypatch, capsys) ->
         current=[student.LEARNERS / name for name in names[1:]],
         released=[student.RELEASE / name for name in names],
     )
-    monkeypatch.setattr(student, "write", lambda: outcome)
+    monkeypatch.setattr(student, "write_all", lambda: [outcome])
     assert main(["student"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out == [

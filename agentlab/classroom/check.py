@@ -17,6 +17,11 @@ thread, loops forever, leaks tasks or never awaits gets a failed row, never a
 hung kernel or a crashed checker. An abandoned thread is a daemon; if it is
 still busy a little later, it is asked to stop (CPython raises an exception in
 it), so a `while True` left behind does not burn a core for the rest of the day.
+
+A row's title, its labels and its hint are in the language in force (agentlab.i18n; the Polish is in
+agentlab/locale/pl/classroom.po, keyed by the English of the behaviours' titles and of `HINTS`): the tables here hold
+the English, translated when a row is made or shown. What a behaviour says it expected and what happened, and the
+errors' messages, stay English; a report's JSON keeps its keys, clues and hint ids English in every language.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from typing import Any
 from agentlab import callees
 from agentlab.behaviours import EXTRA_STEPS, RUN_BOUND_S, STEPS, Behaviour, BehaviourFailed, select, watch_tasks
 from agentlab.errors import AgentError, ConfigError
+from agentlab.i18n import _, ngettext
 from agentlab.lab import _look as look
 
 # How long one behaviour may take before the checker gives up on it. A little
@@ -136,8 +142,10 @@ class Report:
         }
 
     def headline(self) -> str:
-        scope = f"step {self.step!r}" if self.step else "every step"
-        verdict = "all pass" if self.passed else f"{self.points} of {self.total} pass"
+        scope = _("step {step}").format(step=repr(self.step)) if self.step else _("every step")
+        verdict = (
+            _("all pass") if self.passed else _("{points} of {total} pass").format(points=self.points, total=self.total)
+        )
         return f"{self.target}, {scope}: {verdict}"
 
     def __str__(self) -> str:
@@ -206,7 +214,7 @@ def _stop_thread(thread: threading.Thread) -> None:
 def _reap(thread: threading.Thread) -> None:
     """Stop the thread, asking again while it lives: an exception that lands in a gc callback or a `__del__` is
     reported as unraisable and lost, and the thread runs on (seen once: inside hypothesis's gc callback)."""
-    for _ in range(REAP_TRIES):
+    for _attempt_number in range(REAP_TRIES):
         if not thread.is_alive():
             return
         _stop_thread(thread)
@@ -261,6 +269,30 @@ def _close(loop: asyncio.AbstractEventLoop) -> None:
         loop.close()  # does not wait for worker threads a blocking model left behind
 
 
+def _hung(bound_s: float) -> BehaviourFailed:
+    """The failure of a behaviour the checker stopped waiting for after `bound_s`."""
+    return BehaviourFailed(
+        _("the behaviour to finish within {seconds} s").format(seconds=f"{bound_s:g}"),
+        _("agent_loop was still running after {seconds} s, so the checker stopped waiting for it").format(
+            seconds=f"{bound_s:g}"
+        ),
+        "hung",
+    )
+
+
+def _leaked(leaked: int, outcome: BaseException | None) -> BehaviourFailed:
+    """The failure of a run that left `leaked` tasks running (after `outcome`, what the behaviour said, if any)."""
+    also = "" if outcome is None else _(" (and then: {error})").format(error=outcome)
+    return BehaviourFailed(
+        _("no task of the run to be still running once agent_loop has returned or raised"),
+        ngettext("{n} task of the run was still running", "{n} tasks of the run were still running", leaked).format(
+            n=leaked
+        )
+        + also,
+        "leaked_tasks",
+    )
+
+
 def _run_behaviour(behaviour: Behaviour, impl: Callable[..., Any], bound_s: float) -> Row:
     """Run one behaviour on its own daemon thread and event loop; give up on it after `bound_s`."""
     seen = _Seen()
@@ -288,11 +320,7 @@ def _run_behaviour(behaviour: Behaviour, impl: Callable[..., Any], bound_s: floa
         thread.start()
         if not finished.wait(bound_s):
             _reap_later(thread)
-            failure = BehaviourFailed(
-                f"the behaviour to finish within {bound_s:g} s",
-                f"agent_loop was still running after {bound_s:g} s, so the checker stopped waiting for it",
-                "hung",
-            )
+            failure = _hung(bound_s)
             return _row(behaviour, failure, seen, [], _case_in_loop(box.get("loop"), thread, behaviour.key))
         thread.join(LEAK_GRACE_S)  # a coroutine the run never awaited warns as the thread lets go of it
         outcome, leaked = box.pop("outcome", (RuntimeError("the checker could not start an event loop"), 0))
@@ -303,13 +331,7 @@ def _run_behaviour(behaviour: Behaviour, impl: Callable[..., Any], bound_s: floa
     if leaked and not (
         isinstance(outcome, BehaviourFailed) and outcome.clue in ("leaked_tasks", "swallowed_cancel", "hung")
     ):
-        also = "" if outcome is None else f" (and then: {outcome})"
-        outcome = BehaviourFailed(
-            "no task of the run to be still running once agent_loop has returned or raised",
-            f"{leaked} task{'s' if leaked > 1 else ''} of the run {'were' if leaked > 1 else 'was'} still running"
-            + also,
-            "leaked_tasks",
-        )
+        outcome = _leaked(leaked, outcome)
     return _row(behaviour, outcome, seen, warned, case)
 
 
@@ -327,11 +349,7 @@ def _run_behaviour_here(behaviour: Behaviour, impl: Callable[..., Any], bound_s:
         try:
             return await asyncio.wait_for(_attempt(behaviour, _guard(impl, seen), before), bound_s)
         except TimeoutError:
-            failure = BehaviourFailed(
-                f"the behaviour to finish within {bound_s:g} s",
-                f"agent_loop was still running after {bound_s:g} s, so the checker stopped waiting for it",
-                "hung",
-            )
+            failure = _hung(bound_s)
             return failure, 0
 
     with warnings.catch_warnings(record=True) as caught:
@@ -340,11 +358,7 @@ def _run_behaviour_here(behaviour: Behaviour, impl: Callable[..., Any], bound_s:
         warned = [str(w.message) for w in caught]
     case = _case_in_traceback(outcome, behaviour.key) if isinstance(outcome, BehaviourFailed) else ""
     if leaked and outcome is None:
-        outcome = BehaviourFailed(
-            "no task of the run to be still running once agent_loop has returned or raised",
-            f"{leaked} task{'s' if leaked > 1 else ''} of the run {'were' if leaked > 1 else 'was'} still running",
-            "leaked_tasks",
-        )
+        outcome = _leaked(leaked, None)
     return _row(behaviour, outcome, seen, warned, case)
 
 
@@ -420,29 +434,32 @@ def _case_in_loop(loop: asyncio.AbstractEventLoop | None, thread: threading.Thre
 
 
 def _row(behaviour: Behaviour, outcome: BaseException | None, seen: _Seen, warned: list[str], case: str = "") -> Row:
-    base = {"key": behaviour.key, "title": behaviour.title, "step": behaviour.step, "reference": behaviour.reference}
+    """The verdict on one behaviour, in the language in force: its title, what happened and its hint."""
+    title = _(behaviour.title)
+    base = {"key": behaviour.key, "title": title, "step": behaviour.step, "reference": behaviour.reference}
     if outcome is None:
         return Row(**base, passed=True)
     if isinstance(outcome, BehaviourFailed):
         expected, happened, clue = outcome.expected, outcome.happened, outcome.clue
+        shown = happened
     else:  # the behaviour itself stumbled over what agent_loop returned, or student code raised past it
-        expected = f"the behaviour to run to its end: {behaviour.title[0].lower()}{behaviour.title[1:]}"
-        happened = f"checking it raised {type(outcome).__name__}: {outcome}"
+        expected = _("the behaviour to run to its end: {title}").format(title=f"{title[0].lower()}{title[1:]}")
+        happened = f"checking it raised {type(outcome).__name__}: {outcome}"  # English: hint_for reads it
+        shown = _("checking it raised {error_class}: {error}").format(error_class=type(outcome).__name__, error=outcome)
         clue = "crashed"
     hint_id, hint = hint_for(behaviour.key, clue, _causes(outcome), happened, seen.returned, warned)
+    hint = _(hint)
     if case and hint_id.endswith("/hung"):
         hint = _name_the_case(hint, case)
-    return Row(
-        **base, passed=False, expected=expected, happened=_short(happened), clue=clue, hint=hint, hint_id=hint_id
-    )
+    return Row(**base, passed=False, expected=expected, happened=_short(shown), clue=clue, hint=hint, hint_id=hint_id)
 
 
 def _name_the_case(hint: str, case: str) -> str:
-    """A hang's hint, saying which of the behaviour's cases the run hung on."""
-    opening = "agent_loop never finished."
+    """A hang's hint (in the language in force), saying which of the behaviour's cases the run hung on."""
+    opening = _("agent_loop never finished.")
     if hint.startswith(opening):
-        return f"agent_loop never finished when the model answered {case}.{hint[len(opening) :]}"
-    return f"The run hung when the model answered {case}. {hint}"
+        return _("agent_loop never finished when the model answered {case}.").format(case=case) + hint[len(opening) :]
+    return _("The run hung when the model answered {case}.").format(case=case) + " " + hint
 
 
 def _causes(error: BaseException) -> list[BaseException]:
@@ -455,7 +472,10 @@ def _causes(error: BaseException) -> list[BaseException]:
 
 
 def _short(text: str, limit: int = CLIP) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}… (+{len(text) - limit} chars)"
+    if len(text) <= limit:
+        return text
+    more = len(text) - limit
+    return text[:limit] + ngettext("… (+{more} chars)", "… (+{more} chars)", more).format(more=more)
 
 
 # -- checking -------------------------------------------------------------------
@@ -474,18 +494,21 @@ def check(impl: Any, step: str | None = None, *, bound_s: float = BOUND_S, name:
         return unloadable(
             target,
             step,
-            f"agent_loop is {_short(repr(impl), 60)}, not a function",
-            f"Define the function: {SIGNATURE}.",
+            _("agent_loop is {value}, not a function").format(value=_short(repr(impl), 60)),
+            _("Define the function: {signature}.").format(signature=SIGNATURE),
         )
     run = _run_behaviour if callees.THREADS else _run_behaviour_here  # a browser's Pyodide has no threads
     return Report(target, step, tuple(run(b, impl, bound_s) for b in behaviours), bound_s)
 
 
 def unloadable(target: str, step: str | None, problem: str, hint: str) -> Report:
-    """A report in which every behaviour failed for the same reason: there is nothing to run."""
-    failed = {"passed": False, "expected": "an agent_loop function to run", "happened": problem, "clue": "missing"}
+    """A report in which every behaviour failed for the same reason: there is nothing to run.
+
+    `problem` and `hint` are shown as they are given (in the language in force); the titles are translated here.
+    """
+    failed = {"passed": False, "expected": _("an agent_loop function to run"), "happened": problem, "clue": "missing"}
     rows = tuple(
-        Row(b.key, b.title, b.step, b.reference, **failed, hint=hint, hint_id="diagnosis/missing")
+        Row(b.key, _(b.title), b.step, b.reference, **failed, hint=hint, hint_id="diagnosis/missing")
         for b in _behaviours(step)
     )
     return Report(target, step, rows)
@@ -536,17 +559,25 @@ def load(target: str, bound_s: float = LOAD_BOUND_S) -> tuple[Callable[..., Any]
 
     threading.Thread(target=on_own_thread, name="agentlab-check load", daemon=True).start()
     if not finished.wait(bound_s):
-        problem = f"loading {target} did not finish within {bound_s:g} s"
-        return None, problem, None, "Remove the code that runs (or waits) at the top level of the file."
+        problem = _("loading {target} did not finish within {seconds} s").format(target=target, seconds=f"{bound_s:g}")
+        return None, problem, None, _("Remove the code that runs (or waits) at the top level of the file.")
     if "error" in box:
         error = box["error"]
-        problem = f"loading {target} raised {type(error).__name__}: {error}"
-        return None, problem, None, "Fix the error above: the file must run on its own (python path/to/file.py)."
+        problem = _("loading {target} raised {error_class}: {error}").format(
+            target=target, error_class=type(error).__name__, error=error
+        )
+        return None, problem, None, _("Fix the error above: the file must run on its own (python path/to/file.py).")
     step = box.get("step")
     impl = box["namespace"].get("agent_loop")
     if impl is None:
-        return None, f"{target} defines no agent_loop", step, f"Define it at the top level: {SIGNATURE}."
+        problem = no_agent_loop(target)
+        return None, problem, step, _("Define it at the top level: {signature}.").format(signature=SIGNATURE)
     return impl, "", step, None
+
+
+def no_agent_loop(target: str) -> str:
+    """The problem `load` gives for a file that defines no agent_loop (in the language in force)."""
+    return _("{target} defines no agent_loop").format(target=target)
 
 
 def _run_file(path: Path) -> dict[str, Any]:
@@ -588,11 +619,12 @@ def main(
 
     try:
         graded = grade(target, step, bound_s=bound_s or BOUND_S, seed=seed)
-    except GradingError as error:
-        print(f"agentlab check: {error}", file=sys.stderr)
+    except GradingError as error:  # its message stays English (a package's error); in Polish a sentence follows
+        print(_("agentlab check: {error}").format(error=error), file=sys.stderr)
         return 2
     if graded.no_agent_loop:
-        print(f"agentlab check: {target} defines no agent_loop ({SIGNATURE})", file=sys.stderr)
+        message = _("agentlab check: {target} defines no agent_loop ({signature})")
+        print(message.format(target=target, signature=SIGNATURE), file=sys.stderr)
         return 2
     report = graded.report
     print(json.dumps(report.to_json(), indent=2, ensure_ascii=False) if as_json else render_text(report))
@@ -1118,6 +1150,9 @@ HINTS |= {
 }
 
 
+_FALLBACK = "Compare 'expected' with 'what happened', then reread this behaviour's part of the workbook."
+
+
 def hint_for(
     key: str,
     clue: str,
@@ -1130,7 +1165,8 @@ def hint_for(
 
     A mistake that breaks every behaviour alike (not written yet, not async, a
     wrong signature, a result that is not an AgentResult) comes first; then the
-    most specific entry of `HINTS` for the behaviour and its clue.
+    most specific entry of `HINTS` for the behaviour and its clue. The text is the English one, as `HINTS` holds
+    it: a report's row shows it in the language in force (`_(text)`, with classroom.po).
     """
     causes = list(causes)
     if "keyword argument 'max_refusals'" in happened:  # a loop written for the workbooks, checked for recovery
@@ -1164,7 +1200,7 @@ def hint_for(
         return _JSON_SPACES
     if any("never awaited" in message for message in warned):
         return _NEVER_AWAITED
-    kind, _, detail = clue.partition(":")
+    kind, _colon, detail = clue.partition(":")
     candidates = [f"{key}/{clue}"] if detail else [f"{key}/{clue}", f"{key}/*:{clue}"]
     if detail:
         candidates += [f"{key}/{kind}:*", f"{key}/*:{detail}"]
@@ -1174,7 +1210,7 @@ def hint_for(
     for candidate in candidates:
         if candidate in HINTS:
             return candidate, HINTS[candidate]
-    return "*", "Compare 'expected' with 'what happened', then reread this behaviour's part of the workbook."
+    return "*", _FALLBACK
 
 
 def _spaced_json(text: str) -> bool:
@@ -1209,8 +1245,10 @@ def render_text(report: Report, width: int = 99) -> str:
     whole = ("missing", "delegated", "tampered", "stopped")  # verdicts on the whole submission: say them once
     if report.rows and all(row.clue in whole for row in report.rows) and len({r.happened for r in report.rows}) == 1:
         row = report.rows[0]
-        for label, text in (("problem", row.happened), ("hint", row.hint)):
-            lines += textwrap.wrap(text, width, initial_indent=f"  {label:<8} ", subsequent_indent=" " * 11)
+        labelled = ((_("problem"), row.happened), (_("hint"), row.hint))
+        pad = max(8, *(len(label) + 1 for label, _text in labelled))  # English: "problem" and "hint" in 8
+        for label, text in labelled:
+            lines += textwrap.wrap(text, width, initial_indent=f"  {label:<{pad}} ", subsequent_indent=" " * (pad + 3))
         return "\n".join(lines)
     key_width = max((len(row.key) for row in report.rows), default=0)
     earlier = said_before(report.rows)
@@ -1219,13 +1257,15 @@ def render_text(report: Report, width: int = 99) -> str:
         lines += textwrap.wrap(head, width, subsequent_indent=" " * (key_width + 6), break_on_hyphens=False)
         if row.passed:
             continue
-        hint = f"the same cause as for {earlier[row.key]} above" if row.key in earlier else row.hint
-        for label, text in (("expected", row.expected), ("happened", row.happened), ("hint", hint)):
+        hint = _("the same cause as for {key} above").format(key=earlier[row.key]) if row.key in earlier else row.hint
+        labelled = ((_("expected"), row.expected), (_("happened"), row.happened), (_("hint"), hint))
+        pad = max(9, *(len(label) + 1 for label, _text in labelled))  # English: the labels in 9, the text at 16
+        for label, text in labelled:
             lines += textwrap.wrap(
                 text,
                 width,
-                initial_indent=f"      {label:<9} ",
-                subsequent_indent=" " * 16,
+                initial_indent=f"      {label:<{pad}} ",
+                subsequent_indent=" " * (pad + 7),
                 break_long_words=True,
                 break_on_hyphens=False,
             ) or [f"      {label}"]
@@ -1264,7 +1304,9 @@ def render_html(report: Report) -> str:
     whole = ("missing", "delegated", "tampered", "stopped")  # verdicts on the whole submission: say them once
     rows_ = report.rows
     if rows_ and all(row.clue in whole for row in rows_) and len({row.happened for row in rows_}) == 1:
-        details = _details_html([("problem", _prose_html(rows_[0].happened)), ("hint", _prose_html(rows_[0].hint))])
+        details = _details_html(
+            [(e(_("problem")), _prose_html(rows_[0].happened)), (e(_("hint")), _prose_html(rows_[0].hint))]
+        )
         return f"<div class='agentlab-check'{box}>{head}{details}</div>"
     rows, earlier = [], said_before(rows_)
     for row in rows_:
@@ -1276,12 +1318,18 @@ def render_html(report: Report) -> str:
         cell = _CELL
         if not row.passed:
             hint = (
-                f"the same cause as for <code{look.attr(_CODE)}>{e(earlier[row.key])}</code> above"
+                e(_("the same cause as for {key} above")).format(
+                    key=f"<code{look.attr(_CODE)}>{e(earlier[row.key])}</code>"
+                )
                 if row.key in earlier
                 else _prose_html(row.hint)
             )
             body += _details_html(
-                [("expected", _prose_html(row.expected)), ("what happened", _prose_html(row.happened)), ("hint", hint)]
+                [
+                    (e(_("expected")), _prose_html(row.expected)),
+                    (e(_("what happened")), _prose_html(row.happened)),
+                    (e(_("hint")), hint),
+                ]
             )
             cell += f";{look.BAD_BACKGROUND.replace('.16', '.08')}"
         mark_cell = look.attr(f"{cell};width:1.5em;font-weight:bold")

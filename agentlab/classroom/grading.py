@@ -21,6 +21,9 @@ tripwire, and an audit hook (which cannot be removed) watches for its code
 being executed again from a copy; and a snapshot is taken of the checker's and
 asyncio's functions and classes, compared after loading and after each row.
 What this does not stop is written in docs/teachers.md ("What grading stops").
+
+The child runs in this process's language (AGENTLAB_LANG is passed to it), so the rows it sends have their titles
+and hints in it, as do the feedback files; grades.csv's column names stay English, for the programs that read it.
 """
 
 from __future__ import annotations
@@ -46,8 +49,9 @@ from pathlib import Path
 from typing import Any
 
 from agentlab.behaviours import EXTRA_STEPS, STEPS, select
-from agentlab.classroom.check import BOUND_S, LOAD_BOUND_S, Report, Row, render_text, unloadable
+from agentlab.classroom.check import BOUND_S, LOAD_BOUND_S, Report, Row, no_agent_loop, render_text, unloadable
 from agentlab.errors import AgentError
+from agentlab.i18n import _, language
 
 ROOT = Path(__file__).resolve().parents[2]  # the folder that holds the agentlab package
 
@@ -220,6 +224,7 @@ def _run_child(
             f"import sys; sys.path.insert(0, {str(ROOT)!r}); from agentlab.classroom.grading import child; child()"
         )
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": cwd, "LANG": "C.UTF-8", "TMPDIR": cwd}
+        env["AGENTLAB_LANG"] = language()  # the child's rows (titles, hints) in this process's language
         with out_path.open("wb") as output:
             process = subprocess.Popen(
                 [sys.executable, "-I", "-X", "utf8", "-c", bootstrap, str(write_end), json.dumps(job)],
@@ -329,21 +334,18 @@ def _decide(
     rows = []
     for behaviour in behaviours:
         row = received.get(behaviour.key)
-        if row is None or (row.title, row.step, row.reference) != (
-            behaviour.title,
-            behaviour.step,
-            behaviour.reference,
-        ):
+        title = _(behaviour.title)  # the child translated it too: it runs in this process's language
+        if row is None or (row.title, row.step, row.reference) != (title, behaviour.step, behaviour.reference):
             row = Row(
                 behaviour.key,
-                behaviour.title,
+                title,
                 behaviour.step,
                 behaviour.reference,
                 passed=False,
-                expected="the grading process to run this behaviour and report it",
+                expected=_("the grading process to run this behaviour and report it"),
                 happened=reason,
                 clue="stopped",
-                hint=_STOPPED[1],
+                hint=_(_STOPPED[1]),
                 hint_id=_STOPPED[0],
             )
         rows.append(row)
@@ -354,7 +356,7 @@ def _all_failed(
     target: str, step: str | None, behaviours: Sequence[Any], clue: str, happened: str, hint_id: str, hint: str
 ) -> Report:
     rows = tuple(
-        Row(b.key, b.title, b.step, b.reference, False, _EXPECTED[clue], happened, clue, hint, hint_id)
+        Row(b.key, _(b.title), b.step, b.reference, False, _(_EXPECTED[clue]), happened, clue, _(hint), hint_id)
         for b in behaviours
     )
     return Report(target, step, rows)
@@ -363,26 +365,32 @@ def _all_failed(
 def _why_it_stopped(status: _Status, lines: list[dict[str, Any]]) -> str:
     code = status.returncode
     if status.timed_out:
-        return "the grading process was stopped: it ran past its time limit"
+        return _("the grading process was stopped: it ran past its time limit")
     if code is not None and code < 0:
         name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
-        cause = {
-            "SIGXCPU": "it used more CPU time than the limit",
-            "SIGXFSZ": "it wrote more output (print) than the limit",
-            "SIGKILL": "it was killed (memory, or it would not stop)",
-        }.get(name, "")
-        return f"the grading process ended on {name}{': ' + cause if cause else ''}"
+        cause = _SIGNAL_CAUSES.get(name, "")
+        if cause:
+            return _("the grading process ended on {signal}: {cause}").format(signal=name, cause=_(cause))
+        return _("the grading process ended on {signal}").format(signal=name)
     said_end = any(m.get("kind") == "end" for m in lines)
     if not said_end:
         tail = status.stderr_tail.strip().splitlines()[-1:] if status.stderr_tail.strip() else []
-        last = f" (last output: {tail[0][:200]})" if tail else ""
+        last = _(" (last output: {output})").format(output=tail[0][:200]) if tail else ""
         return (
-            f"the grading process ended (exit code {code}) before this behaviour was run: the submission "
-            f"stopped it (sys.exit, os._exit) or crashed it{last}"
+            _(
+                "the grading process ended (exit code {code}) before this behaviour was run: the submission "
+                "stopped it (sys.exit, os._exit) or crashed it"
+            ).format(code=code)
+            + last
         )
-    return "the grading process did not report this behaviour"
+    return _("the grading process did not report this behaviour")
 
 
+_SIGNAL_CAUSES = {
+    "SIGXCPU": "it used more CPU time than the limit",
+    "SIGXFSZ": "it wrote more output (print) than the limit",
+    "SIGKILL": "it was killed (memory, or it would not stop)",
+}
 _EXPECTED = {
     "delegated": "an agent_loop written in the submission",
     "tampered": "the submission to leave the checker alone",
@@ -456,21 +464,25 @@ def _child(job: dict[str, Any], say: Callable[..., None]) -> None:
     plan = [(behaviour, behaviour.check) for behaviour in select(step)]  # held here, whatever happens to them
     run_behaviour, render_row = checker._run_behaviour, asdict
     watched = _snapshot()
-    impl, problem, _, hint = checker.load(target, float(job["limits"]["load_s"]))
+    impl, problem, _step, hint = checker.load(target, float(job["limits"]["load_s"]))
     if impl is None:
+        missing = problem == no_agent_loop(target)
         problem = problem.replace(target, job["shown"])  # the path as the teacher typed it, not the resolved one
         if "[Errno 27]" in problem:  # EFBIG: the output limit (RLIMIT_FSIZE) was reached
-            problem = f"loading it wrote more output (print) than the limit, {job['limits']['output_mb']:g} MB"
-            hint = "Remove the prints at the top level of the file."
-        say(kind="unloadable", problem=problem, hint=hint or "", no_agent_loop="defines no agent_loop" in problem)
+            problem = _("loading it wrote more output (print) than the limit, {megabytes} MB").format(
+                megabytes=f"{job['limits']['output_mb']:g}"
+            )
+            hint = _("Remove the prints at the top level of the file.")
+        say(kind="unloadable", problem=problem, hint=hint or "", no_agent_loop=missing)
         return
     if changed := _changed(watched):
-        say(kind="tampered", what=f"loading the submission changed {changed}")
+        say(kind="tampered", what=_("loading the submission changed {name}").format(name=changed))
         return
     for behaviour, check in plan:
         row = run_behaviour(replace(behaviour, check=check), impl, bound_s)
         if changed := _changed(watched):
-            say(kind="tampered", what=f"while {behaviour.key} ran, the submission changed {changed}")
+            what = _("while {key} ran, the submission changed {name}").format(key=behaviour.key, name=changed)
+            say(kind="tampered", what=what)
             return
         say(kind="row", row=render_row(row))
     say(kind="end")
@@ -490,10 +502,10 @@ def _tripwire(say: Callable[..., None]) -> None:
     def delegated(how: str) -> None:
         if not reported:
             reported.append(how)
-            say(kind="delegated", what=f"agent_loop handed the run to agentlab's own loop ({how})")
+            say(kind="delegated", what=_("agent_loop handed the run to agentlab's own loop ({how})").format(how=how))
 
     def refuse(self: Any, *args: Any, **kwargs: Any) -> None:
-        delegated("it called agentlab.agent_loop")
+        delegated(_("it called agentlab.agent_loop"))
         raise DelegationError("agent_loop called agentlab's own loop; the submission must run its own")
 
     loop_module._Run.__init__ = refuse  # type: ignore[method-assign]
@@ -507,11 +519,11 @@ def _tripwire(say: Callable[..., None]) -> None:
             filename = args[1]
             # Source compiled under another name (a pasted or read-in copy of loop.py) is found by its lines.
             if isinstance(args[0], (str, bytes)) and _copies(args[0], fingerprint):
-                delegated("it compiled a copy of agentlab/loop.py's source")
+                delegated(_("it compiled a copy of agentlab/loop.py's source"))
         else:
             return
         if isinstance(filename, (str, bytes)) and filename and _same_file(filename, loop_file):
-            delegated("it executed a copy of agentlab/loop.py")
+            delegated(_("it executed a copy of agentlab/loop.py"))
 
     sys.addaudithook(audit)  # an audit hook cannot be removed, by design
 
@@ -584,7 +596,7 @@ def _changed(before: dict[str, int]) -> str:
     after = _snapshot()
     for name, identity in before.items():
         if after.get(name, identity) != identity:
-            return f"{name} (it was replaced)"
+            return _("{name} (it was replaced)").format(name=name)
     return ""
 
 
@@ -640,12 +652,13 @@ def grade_class(
     def one(entry: tuple[str, Path | None]) -> Graded:
         student, path = entry
         if path is None:
-            report = unloadable(student, step, "no submission found (a .py file or a workbook)", _NO_SUBMISSION)
-            return Graded(student, "", report, "no submission found")
+            problem = _("no submission found (a .py file or a workbook)")
+            report = unloadable(student, step, problem, _(_NO_SUBMISSION))
+            return Graded(student, "", report, _("no submission found"))
         try:
             graded = grade(str(path), step, bound_s=bound_s, limits=limits, name=student)
         except GradingError as error:
-            report = unloadable(student, step, str(error), _NO_SUBMISSION)
+            report = unloadable(student, step, str(error), _(_NO_SUBMISSION))
             graded = Graded(student, str(path), report, str(error))
         if progress:
             progress(graded)

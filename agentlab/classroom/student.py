@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentlab.errors import AgentError
+from agentlab.i18n import _, ngettext
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: teachers/ and notebooks/
 COURSE = ROOT / "teachers"
@@ -38,6 +39,15 @@ ASSIGNMENT = "workbooks"
 SOURCE = COURSE / "source" / ASSIGNMENT
 RELEASE = COURSE / "release" / ASSIGNMENT
 LEARNERS = ROOT / "notebooks" / "exercises"
+# The Polish edition: its solved sources, released the same way into the Polish learners' folder.
+EDITIONS = (
+    (SOURCE, LEARNERS, RELEASE),
+    (
+        COURSE / "source" / "pl" / ASSIGNMENT,
+        ROOT / "notebooks" / "pl" / "exercises",
+        COURSE / "release" / "pl" / ASSIGNMENT,
+    ),
+)
 MANIFEST = ".released.json"  # file name -> sha256 of the copy as released: tells an untouched copy from an edited one
 
 
@@ -66,12 +76,15 @@ class Outcome:
 
         learners = self.written + self.current + self.kept
         where = shown(learners[0].parent) if learners else shown(LEARNERS)
-        release = f" into {shown(self.released[0].parent)}/" if self.released else ""
-        return (
-            f"released {len(self.released) or len(learners)} workbooks with nbgrader{release}; {where}/: "
-            f"{len(self.written)} written, {len(self.current)} already up to date, "
-            f"{len(self.kept)} kept for a learner's edits"
+        release = _(" into {folder}/").format(folder=shown(self.released[0].parent)) if self.released else ""
+        count = len(self.released) or len(learners)
+        released = ngettext(
+            "released {count} workbooks with nbgrader", "released {count} workbooks with nbgrader", count
         )
+        tally = _("{written} written, {current} already up to date, {kept} kept for a learner's edits").format(
+            written=len(self.written), current=len(self.current), kept=len(self.kept)
+        )
+        return f"{released.format(count=count)}{release}; {where}/: {tally}"
 
 
 def generate(source_dir: Path = SOURCE, release_dir: Path | None = None) -> dict[str, str]:
@@ -137,19 +150,19 @@ def _manifest(learners: Path) -> dict[str, str]:
 
 
 def stale(source_dir: Path = SOURCE, learners: Path = LEARNERS) -> list[str]:
-    """What is out of date in `learners`: missing, changed or extra copies (empty if none)."""
+    """What is out of date in `learners`: missing, changed or extra copies (empty if none), in the language in force."""
     expected = generate(source_dir)
     problems = []
     for name, text in expected.items():
         path = learners / name
         if not path.exists():
-            problems.append(f"{name}: missing")
+            problems.append(_("{name}: missing").format(name=name))
         elif path.read_text(encoding="utf-8") != text:
-            problems.append(f"{name}: out of date")
+            problems.append(_("{name}: out of date").format(name=name))
     extra = sorted(path.name for path in learners.glob("*.ipynb") if path.name not in expected)
-    problems += [f"{name}: has no source workbook" for name in extra]
+    problems += [_("{name}: has no source workbook").format(name=name) for name in extra]
     if _manifest(learners) != {name: digest(text) for name, text in expected.items()}:
-        problems.append(f"{MANIFEST}: out of date")
+        problems.append(_("{name}: out of date").format(name=MANIFEST))
     return problems
 
 
@@ -179,4 +192,31 @@ def write(source_dir: Path = SOURCE, learners: Path = LEARNERS, release_dir: Pat
     return outcome
 
 
-__all__ = ["ASSIGNMENT", "COURSE", "LEARNERS", "RELEASE", "SOURCE", "Outcome", "WorkbookError", "stale", "write"]
+def write_all() -> list[Outcome]:
+    """`write` for every edition (English, Polish): what `agentlab student` does."""
+    return [write(source, learners, release) for source, learners, release in EDITIONS]
+
+
+def stale_all() -> list[str]:
+    """`stale` for every edition, each problem naming its folder."""
+    found = []
+    for source, learners, _release in EDITIONS:
+        folder = learners.relative_to(ROOT).as_posix()
+        found += [f"{folder}/{problem}" for problem in stale(source, learners)]
+    return found
+
+
+__all__ = [
+    "ASSIGNMENT",
+    "COURSE",
+    "EDITIONS",
+    "LEARNERS",
+    "RELEASE",
+    "SOURCE",
+    "Outcome",
+    "WorkbookError",
+    "stale",
+    "stale_all",
+    "write",
+    "write_all",
+]

@@ -15,6 +15,11 @@ workbook as `agentlab check WORKBOOK` does (in a child process of its own, see g
 `agentlab check --json` prints, under the home folder, keyed by the workbook's bytes; the workbook's other rows read
 their verdict from it. A failed row writes what was expected, what happened and the hint to stderr, which the
 command grader shows in the step's log, and exits 1.
+
+In Polish (`classroom init --lang pl`, or AGENTLAB_LANG=pl): the Polish workbooks (notebooks/pl/exercises/), a
+Polish README, an `agentlab-lang` file saying pl (so that the checker speaks Polish in the students' own Jupyter
+and terminal), and each grader step's command run with AGENTLAB_LANG=pl (the command grader passes a command
+only a few variables of its own, so the variable is set on the command line, not in the job's `env`).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import Any
 
 from agentlab.behaviours import select
 from agentlab.errors import AgentError
+from agentlab.i18n import MARKER, _, language, ngettext
 
 WORKFLOW = Path(".github") / "workflows" / "classroom.yml"
 PYTHON = "3.12"  # the runner's Python for grading (any of 3.11 to 3.13 works)
@@ -55,6 +61,14 @@ class Workbook:
     @property
     def number(self) -> str:
         return self.name.split("_", 1)[0].lstrip("0") or "0"
+
+
+def default_workbooks() -> Path:
+    """The learners' workbooks a template hands out: notebooks/exercises/, or their Polish twins in Polish."""
+    from agentlab.classroom.student import LEARNERS, ROOT
+
+    polish = ROOT / "notebooks" / "pl" / "exercises"
+    return polish if language() == "pl" else LEARNERS
 
 
 def default_requirement() -> str:
@@ -101,8 +115,14 @@ def timeout_minutes(workbook: Workbook) -> int:
 
 
 def workflow(books: list[Workbook], requirement: str, python: str = PYTHON) -> str:
-    """The text of `.github/workflows/classroom.yml`: a grader step per row of each workbook, then the reporter."""
+    """The text of `.github/workflows/classroom.yml`: a grader step per row of each workbook, then the reporter.
+
+    In a language other than English, each step's command sets AGENTLAB_LANG (the rows' titles, hints and messages
+    in that language) and its test name has the row's title in it.
+    """
     from agentlab import __version__
+
+    prefix = "" if language() == "en" else f"AGENTLAB_LANG={language()} "
 
     install = f"python -m pip install --disable-pip-version-check --no-input {shlex.quote(requirement)}"
     total = sum(len(book.rows) for book in books)
@@ -139,13 +159,13 @@ def workflow(books: list[Workbook], requirement: str, python: str = PYTHON) -> s
     for book in books:
         for key, title in book.rows:
             ids.append(step_id(book, key))
-            command = f"python -X utf8 -m agentlab classroom row {shlex.quote(book.name)} {key}"
+            command = f"{prefix}python -X utf8 -m agentlab classroom row {shlex.quote(book.name)} {key}"
             lines += [
                 f"      - name: {_q(f'{Path(book.name).stem} · {key}')}",
                 f"        id: {ids[-1]}",
                 f"        uses: {GRADER}",
                 "        with:",
-                f"          test-name: {_q(f'{Path(book.name).stem} · {key}: {title}')}",
+                f"          test-name: {_q(f'{Path(book.name).stem} · {key}: {_(title)}')}",
                 f"          setup-command: {_q(install if len(ids) == 1 else '')}",
                 f"          command: {_q(command)}",
                 f"          timeout: {timeout_minutes(book)}",
@@ -163,40 +183,53 @@ def workflow(books: list[Workbook], requirement: str, python: str = PYTHON) -> s
 
 
 def readme(books: list[Workbook], requirement: str) -> str:
-    """The students' README of the starter repository."""
+    """The students' README of the starter repository, in the language in force."""
     total = sum(len(book.rows) for book in books)
     table = "\n".join(
         f"| `{book.name}` | {len(book.rows)} | `python -m agentlab check {book.name}` |" for book in books
     )
-    return f"""# The agent loop, in {len(books)} workbooks
+    title = ngettext("# The agent loop, in {count} workbooks", "# The agent loop, in {count} workbooks", len(books))
+    lines = [
+        title.format(count=len(books)),
+        "",
+        _(_README_INTRO),
+        "",
+        _("## Working"),
+        "",
+        "```",
+        "python -m venv .venv",
+        f".venv/bin/pip install {shlex.quote(requirement)} jupyterlab     # Windows: .venv\\Scripts\\pip install ...",
+        ".venv/bin/jupyter lab",
+        "```",
+        "",
+        _(_README_WORKING),
+        "",
+        _("## Grading"),
+        "",
+        _(_README_GRADING).format(total=total),
+        "",
+        _("| workbook | points | check it yourself |"),
+        "| --- | --- | --- |",
+        table,
+        "",
+        _(_README_KEEP),
+    ]
+    return "\n".join(lines) + "\n"
 
+
+# The README's paragraphs, each a message of its own (classroom.po has the Polish).
+_README_INTRO = """\
 You write `agent_loop`, the loop around a language model that checks what the model proposes and decides what
 actually runs. Each workbook ends with a check cell that runs the rules of that step on your code and says, row by
-row, what was expected, what happened, and a hint.
-
-## Working
-
-```
-python -m venv .venv
-.venv/bin/pip install {shlex.quote(requirement)} jupyterlab     # Windows: .venv\\Scripts\\pip install ...
-.venv/bin/jupyter lab
-```
-
+row, what was expected, what happened, and a hint."""
+_README_WORKING = """\
 Open the workbooks in order, run the cells from the top, write your code where it says `# YOUR CODE HERE`, and
-re-run the check cell. In a terminal, the same check: `python -m agentlab check 01_basics.ipynb`.
-
-## Grading
-
+re-run the check cell. In a terminal, the same check: `python -m agentlab check 01_basics.ipynb`."""
+_README_GRADING = """\
 Each push is graded by GitHub Actions (the "Autograding Tests" workflow, in the Actions tab): one step per row of
 each workbook, 1 point each, {total} in all, and GitHub Classroom shows the total. A failed row's step shows, in its
-log, what was expected, what happened and a hint; it is the row the check cell shows with a ✗.
-
-| workbook | points | check it yourself |
-| --- | --- | --- |
-{table}
-
-Keep the workbooks' names, and leave `.github/` as it is: your teacher sees every change to it.
-"""
+log, what was expected, what happened and a hint; it is the row the check cell shows with a ✗."""
+_README_KEEP = "Keep the workbooks' names, and leave `.github/` as it is: your teacher sees every change to it."
 
 
 GITIGNORE = ".ipynb_checkpoints/\n__pycache__/\n.venv/\n"
@@ -213,9 +246,10 @@ def init(
     """Write the starter repository into `folder`; return the files written.
 
     `requirement` is what the workflow's setup command gives pip (default: this version of agentlab, from PyPI);
-    `source` the folder of the learners' workbooks (default: notebooks/exercises/ of this clone).
+    `source` the folder of the learners' workbooks (default: notebooks/exercises/ of this clone, or in Polish
+    notebooks/pl/exercises/). The README, the rows' titles and the checker's words are in the language in force
+    (`agentlab classroom init --lang pl`); in Polish the repository also gets an `agentlab-lang` file saying pl.
     """
-    from agentlab.classroom.student import LEARNERS
 
     requirement = default_requirement() if requirement is None else requirement.strip()
     if not requirement or "\n" in requirement:
@@ -228,11 +262,15 @@ def init(
         raise TemplateError(
             f"{folder} is not empty: give a new folder, or pass --force to write the template's files into it"
         )
-    source = LEARNERS if source is None else source
+    source = default_workbooks() if source is None else source
     books = workbooks(source)
     files = {book.name: (source / book.name).read_bytes() for book in books}
     files["README.md"] = readme(books, requirement).encode()
     files[".gitignore"] = GITIGNORE.encode()
+    if (
+        language() != "en"
+    ):  # the students' Jupyter and terminal find it in the repository's root: the checker's language
+        files[MARKER] = f"{language()}\n".encode()
     files[str(WORKFLOW)] = workflow(books, requirement, python).encode()
     written = []
     for name, data in files.items():
@@ -262,8 +300,11 @@ def workbook_report(target: str, bound_s: float | None = None) -> dict[str, Any]
         refuse_bad_target(target)
         data = Path(target).read_bytes()
     except GradingError as error:  # a workbook deleted or renamed: every row fails, saying so
-        return unloadable(target, scope(target, None), str(error), "Put the workbook back, under this name.").to_json()
-    key = hashlib.sha256(b"%s\0%s\0%r\0" % (__version__.encode(), target.encode(), bound_s) + data).hexdigest()
+        hint = _("Put the workbook back, under this name.")
+        return unloadable(target, scope(target, None), str(error), hint).to_json()
+    # keyed by the language too: the kept rows' titles and hints are in the language they were graded in
+    seen = (__version__.encode(), target.encode(), bound_s, language().encode())
+    key = hashlib.sha256(b"%s\0%s\0%r\0%s\0" % seen + data).hexdigest()
     kept = cache_folder() / f"{key}.json"
     try:
         return json.loads(kept.read_text(encoding="utf-8"))
@@ -293,14 +334,20 @@ def row_main(target: str, key: str, bound_s: float | None = None) -> int:
     passed = sum(r.passed for r in rows)
     verdicts = {(r.clue, r.happened) for r in rows}  # one verdict on the whole workbook: no row was run on its own
     whole = len(verdicts) == 1 and row.clue in ("missing", "stopped", "delegated", "tampered")
-    tally = f"{target}: 0 points, for the reason below" if whole else f"{target}: {passed} of {len(rows)} rows pass"
+    if whole:
+        tally = _("{target}: 0 points, for the reason below").format(target=target)
+    else:
+        tally = _("{target}: {passed} of {total} rows pass").format(target=target, passed=passed, total=len(rows))
     if row.passed:
         print(f"✓ {key}: {row.title} ({tally})")
         return 0
     body = render_text(Report(target, data.get("step"), (row,))).split("\n")[1:]  # its rows, not its headline
-    print(f"{tally}; this one fails:", file=sys.stderr)
+    print(_("{tally}; this one fails:").format(tally=tally), file=sys.stderr)
     print("\n".join(body), file=sys.stderr)
-    print(f"  (every row, in your own terminal: python -m agentlab check {target})", file=sys.stderr)
+    print(
+        _("  (every row, in your own terminal: python -m agentlab check {target})").format(target=target),
+        file=sys.stderr,
+    )
     return 1
 
 
@@ -311,6 +358,7 @@ __all__ = [
     "TemplateError",
     "Workbook",
     "default_requirement",
+    "default_workbooks",
     "init",
     "readme",
     "row_main",

@@ -6,6 +6,9 @@
 A rule's place in `agentlab/loop.py` is found by an anchor: the method it lives
 in and the first line after it that names the rule's error class (or, for the
 race, a line of its own). A test checks that every anchor is found.
+
+A rule's words and the table's headings are translated when the table is made (`agentlab.i18n`); the error
+classes, the phrases (the contract the exercise's tests match) and the notebooks' names stay as they are.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentlab import loop
+from agentlab.i18n import _
 from agentlab.lab import _look as look
 
 
@@ -119,6 +123,14 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+# The error and phrase cells that are words, not a class name or a contract phrase: only these are translated.
+PROSE = frozenset({"its own reason", "ApprovalError (or a denial)", "the refusal's own", "(the caller's)"})
+
+
+def _said(text: str) -> str:
+    return _(text) if text in PROSE else text
+
+
 def line_of(rule: Rule) -> int:
     """The line of loop.py where `rule` is enforced (1-based)."""
     source, first = inspect.getsourcelines(loop._Run)
@@ -142,13 +154,14 @@ class Cheatsheet:
 
     def text(self) -> str:
         return "\n".join(
-            f"{rule}\n    {error} · says {phrase or '-'} · {notebook}\n    {where}"
+            f"{rule}\n    {error} · {_('says {phrase}').format(phrase=phrase or '-')} · {notebook}\n    {where}"
             for rule, error, phrase, notebook, where in self.rows
         )
 
     def html(self) -> str:
         cell = look.attr(look.CELL)
-        head = "".join(f"<th{cell}>{name}</th>" for name in ("rule", "error", "says", "notebook", "in loop.py"))
+        names = (_("rule"), _("error"), _("says"), _("notebook"), _("in loop.py"))
+        head = "".join(f"<th{cell}>{html.escape(name)}</th>" for name in names)
         body = "".join(
             f"<tr{look.attr(look.ROW)}>" + "".join(f"<td{cell}>{html.escape(value)}</td>" for value in row) + "</tr>"
             for row in self.rows
@@ -158,8 +171,10 @@ class Cheatsheet:
 
 def cheatsheet() -> Cheatsheet:
     """Every rule with its error, the phrase its message says, its notebook and its line in agentlab/loop.py."""
-    rows = tuple((r.rule, r.error, r.phrase, r.notebook, f"loop.py:{line_of(r)} ({r.method})") for r in RULES)
+    rows = tuple(
+        (_(r.rule), _said(r.error), _said(r.phrase), r.notebook, f"loop.py:{line_of(r)} ({r.method})") for r in RULES
+    )
     return Cheatsheet(rows)
 
 
-__all__ = ["RULES", "Cheatsheet", "Rule", "cheatsheet", "line_of"]
+__all__ = ["PROSE", "RULES", "Cheatsheet", "Rule", "cheatsheet", "line_of"]

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 from agentlab.abort import AbortController, AbortSignal
 from agentlab.callees import Callee
 from agentlab.history import context_size
+from agentlab.i18n import _, ngettext
 from agentlab.result import Limits, Usage
 from agentlab.tools import Tool
 
@@ -36,6 +37,11 @@ NaiveLoop = Callable[..., Any]
 NAIVE_BOUND_S = 3.0
 # A naive run's trace keeps this many messages at each end.
 _KEPT = 20
+# What a naive run still going after NAIVE_BOUND_S says (in English here; `_` translates it where shown).
+GAVE_UP = (
+    "the naive loop was still running after {seconds} s; the playground gave up on it "
+    "(nothing in it would ever stop it)"
+)
 
 
 class Answer(NamedTuple):
@@ -56,13 +62,33 @@ class NaiveRun:
 
 
 class NaiveCrash(Exception):
-    """A naive loop that raised (or ran on past the bound): its error, with the run as the model saw it."""
+    """A naive loop that raised (or ran on past the bound): its error, with the run as the model saw it.
 
-    def __init__(self, message: str, history: list[dict[str, Any]], usage: Usage, limits: Limits) -> None:
+    `gave_up_after_s` is set when the playground gave up on a naive loop still running: the message is then the
+    playground's own, said in the learner's language when shown.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        history: list[dict[str, Any]],
+        usage: Usage,
+        limits: Limits,
+        gave_up_after_s: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.history, self.usage, self.limits, self.rejected = history, usage, limits, None
-        # Where it stopped, for the trace: a naive loop keeps no record of which call it was running.
-        self.where = f"in turn {usage.turns}, in the naive loop's own code"
+        self.gave_up_after_s = gave_up_after_s
+
+    def __str__(self) -> str:
+        if self.gave_up_after_s is None:
+            return super().__str__()
+        return _(GAVE_UP).format(seconds=f"{self.gave_up_after_s:g}")
+
+    @property
+    def where(self) -> str:
+        """Where it stopped, for the trace: a naive loop keeps no record of which call it was running."""
+        return _("in turn {turn}, in the naive loop's own code").format(turn=self.usage.turns)
 
 
 @dataclass
@@ -79,7 +105,13 @@ class _Watch:
         """The run as the model last saw it; a very long one keeps its start and its end, to stay readable."""
         seen = self.seen
         if len(seen) > 2 * _KEPT:
-            gap = {"role": "user", "content": f"(… {len(seen) - 2 * _KEPT} messages of the naive run not shown …)"}
+            left_out = len(seen) - 2 * _KEPT
+            shown = ngettext(
+                "(… {n} messages of the naive run not shown …)",
+                "(… {n} messages of the naive run not shown …)",
+                left_out,
+            )
+            gap = {"role": "user", "content": shown.format(n=left_out)}
             seen = [*seen[:_KEPT], gap, *seen[-_KEPT:]]
         return [*seen, *([self.last] if self.last is not None else [])]
 
@@ -201,8 +233,8 @@ async def run_naive(
         work = loop(question, model, tools, **_options(loop, limits))
         answer = await asyncio.wait_for(work, NAIVE_BOUND_S)
     except TimeoutError:
-        message = f"the naive loop was still running after {NAIVE_BOUND_S:g} s; the playground gave up on it"
-        return NaiveCrash(message + " (nothing in it would ever stop it)", watch.history(), watch.usage(), bound)
+        message = GAVE_UP.format(seconds=f"{NAIVE_BOUND_S:g}")  # str() of the crash says it in the learner's language
+        return NaiveCrash(message, watch.history(), watch.usage(), bound, gave_up_after_s=NAIVE_BOUND_S)
     except Exception as error:
         return NaiveCrash(f"{type(error).__name__}: {error}", watch.history(), watch.usage(), bound)
     text = getattr(answer, "text", answer)

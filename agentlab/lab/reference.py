@@ -3,6 +3,8 @@
     from agentlab.lab.reference import side_by_side
     side_by_side("unknown_tool")      # a check cell shows the original test and the behaviour that ports it
 
+Its headings are in the language in force (agentlab.i18n); the code, JavaScript and Python, is shown as it is.
+
 The JavaScript is quoted from the exercise (`reference.test.ts`), laid out one
 statement to a line; the Python is the behaviour itself, read from
 `agentlab.behaviours` when shown, so what a learner reads is what runs. The
@@ -19,6 +21,7 @@ from typing import Any
 
 from agentlab import behaviours
 from agentlab.errors import ConfigError
+from agentlab.i18n import _
 from agentlab.lab import _look as look
 
 # The renames from the JavaScript (callId to call_id, maxTurns to max_turns, ...) are tabled in notebooks/cheatsheet.
@@ -96,10 +99,9 @@ class SideBySide:
 
     def text(self) -> str:
         rule = "-" * 40
-        return (
-            f"The exercise's test (JavaScript)\n{rule}\n{self.javascript}\n\n"
-            f"Its Python port ({self.where})\n{rule}\n{self.python}"
-        )
+        original = _("The exercise's test (JavaScript)")
+        port = _("Its Python port ({where})").format(where=self.where)
+        return f"{original}\n{rule}\n{self.javascript}\n\n{port}\n{rule}\n{self.python}"
 
     def html(self) -> str:
         pre = f"{look.MONO};font-size:12px;white-space:pre;overflow-x:auto;margin:4px 0 0;padding:6px 8px"
@@ -116,8 +118,8 @@ class SideBySide:
 
         return (
             f"<div class='agentlab-reference'{look.attr('display:flex;flex-wrap:wrap;gap:12px;max-width:100%')}>"
-            f"{column('The exercise’s test (JavaScript)', self.javascript)}"
-            f"{column(f'Its Python port ({self.where})', self.python)}</div>"
+            f"{column(_('The exercise’s test (JavaScript)'), self.javascript)}"
+            f"{column(_('Its Python port ({where})').format(where=self.where), self.python)}</div>"
         )
 
 

@@ -14,6 +14,12 @@ the approve policy: `(model, tools, {"approve": ...})`.
 
 The defaults of each scenario give an instructive first run, and each knob and
 limit changes the outcome in a way the trace shows.
+
+A scenario's title, its knobs' labels and their choices are written in English here and translated where they are
+shown (`agentlab.i18n`, the playground); a choice that is code (a tool name, a wire format's name) is left as it is,
+as are the keys and the names of settings. What the scenario's model and tools say (the input, the tools' results,
+the model's answers) is the run's data, not the playground's words: it stays English in every language, so that the
+same settings give the same run, counted in the same characters.
 """
 
 from __future__ import annotations
@@ -33,10 +39,12 @@ from typing import Any
 from agentlab.abort import AbortSignal
 from agentlab.adapters import from_decider
 from agentlab.errors import ConfigError
+from agentlab.i18n import _
 from agentlab.lab.examples import BOUNDARY_CASES, CATALOGUE, WEATHER_GOAL, WeatherDemo, lookup_tools, weather_tools
 from agentlab.lab.fakes import BlocksFirst, Decision, NeverAnswers, Slow, call, calls, final
 from agentlab.lab.naive import NaiveLoop, run_naive
 from agentlab.loop import agent_loop
+from agentlab.models import loopback
 from agentlab.models.loopback import LoopbackServer, Reply, anthropic_reply, chat_reply, responses_reply
 from agentlab.models.settings import ADAPTERS, client_for
 from agentlab.tools import Approval, Tool, ToolCall
@@ -61,7 +69,9 @@ class Knob:
     """A scenario's own integer control, besides the loop's limits.
 
     With `choices`, the value is an index: `choices[value]` says what it means
-    (the playground shows a drop-down instead of a slider).
+    (the playground shows a drop-down instead of a slider). The label and the choices are English, translated
+    where shown; `verbatim` choices are code (tool names, say) and are shown as they are, as is a label that is
+    the setting's own name (`max_tokens`).
     """
 
     name: str
@@ -71,6 +81,7 @@ class Knob:
     default: int
     step: int = 1
     choices: tuple[str, ...] = ()
+    verbatim: bool = False
 
     def __post_init__(self) -> None:
         if self.choices and (self.minimum, self.maximum) != (0, len(self.choices) - 1):
@@ -91,8 +102,14 @@ class Knob:
         return int(value)
 
     def describe(self, value: int) -> str:
-        """What a value means, for status lines: the choice's text, or the number."""
-        return self.choices[value] if self.choices else str(value)
+        """What a value means, for status lines and drop-downs: the choice's text (translated), or the number."""
+        if not self.choices:
+            return str(value)
+        return self.choices[value] if self.verbatim else _(self.choices[value])
+
+    def shown_label(self) -> str:
+        """The label a learner reads next to the control, in the language in force."""
+        return self.label if self.label == self.name else _(self.label)
 
 
 @dataclass(frozen=True)
@@ -491,6 +508,8 @@ def _tls() -> ssl.SSLContext:
 
 def _sdk_client(provider: str, base_url: str) -> Any:
     """The official SDK's async client, as `client_for` makes it (no retries), but made in a millisecond."""
+    if loopback.IN_PROCESS:  # the browser's: `client_for`'s in-process transport, which makes no TLS context
+        return client_for(provider, api_key="scripted", base_url=base_url)
     sdk = importlib.import_module("anthropic" if provider == "anthropic" else "openai")
     make = sdk.AsyncAnthropic if provider == "anthropic" else sdk.AsyncOpenAI
     http = sdk.DefaultAsyncHttpxClient(verify=_tls())
@@ -517,7 +536,10 @@ def _scripted_provider(provider: str, answer: int, tools: Tools) -> Model:
             async with _sdk_client(provider, base_url) as client:
                 return await ADAPTERS[provider](client, "scripted", tools)(messages, signal)
         finally:  # closing waits for the server's loop to notice: let a thread wait, not the run
-            threading.Thread(target=server.close, name="loopback-close", daemon=True).start()
+            if server.in_process:  # no thread to wait for, and none to start (Pyodide)
+                server.close()
+            else:
+                threading.Thread(target=server.close, name="loopback-close", daemon=True).start()
 
     return model
 
@@ -793,7 +815,7 @@ SCENARIOS: dict[str, Scenario] = {
             build=_build_tool_names,
             limits={"max_turns": 6, "max_calls": 8, "timeout_ms": 2000, "max_chars": 2000},
             knobs=(
-                Knob("name", "tool name proposed", 0, len(TOOL_NAMES) - 1, 3, choices=TOOL_NAMES),
+                Knob("name", "tool name proposed", 0, len(TOOL_NAMES) - 1, 3, choices=TOOL_NAMES, verbatim=True),
                 Knob("good_calls_before", "good calls before it", 0, 2, 1),
             ),
         ),
@@ -880,7 +902,7 @@ SCENARIOS: dict[str, Scenario] = {
             knobs=(
                 Knob("max_tokens", "max_tokens", 0, 1000, 1000, step=10),
                 Knob("answer", "the provider's answer", 0, len(PROVIDER_ANSWERS) - 1, 1, choices=PROVIDER_ANSWERS),
-                Knob("wire_format", "the wire format", 0, len(WIRE_FORMATS) - 1, 0, choices=WIRE_LABELS),
+                Knob("wire_format", "the wire format", 0, len(WIRE_FORMATS) - 1, 0, choices=WIRE_LABELS, verbatim=True),
             ),
             loop_knobs=("max_tokens",),
         ),

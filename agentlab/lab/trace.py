@@ -8,6 +8,10 @@ an exception (usually an `AgentError`) and read the same `steps` and
 Output is deterministic, because nbval compares it: no ids but the model's
 own call ids, no memory addresses, and time shown only against its limit
 ("within 5000 ms"), never as a measured number.
+
+Every word a learner reads goes through `agentlab.i18n` when it is shown (Polish when the language is pl); the
+loop's error messages stay as they are, and `explanation(error)` adds one sentence in the learner's language
+after them (none in English).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentlab.errors import BudgetError, DeadlineError, OutputBudgetError, ToolBudgetError
+from agentlab.i18n import _, language, ngettext
 from agentlab.lab import _look as look
 
 CLIP = 160
@@ -57,7 +62,8 @@ def clip(text: str, limit: int = CLIP) -> str:
     """Shorten long text for display, saying how much was cut."""
     if len(text) <= limit:
         return text
-    return f"{text[:limit]}… (+{len(text) - limit} chars)"
+    cut = len(text) - limit
+    return text[:limit] + ngettext("… (+{n} chars)", "… (+{n} chars)", cut).format(n=cut)
 
 
 def _json(value: Any) -> str:
@@ -106,15 +112,19 @@ def _proposed_id(call_id: Any) -> str:
     if isinstance(call_id, str) and call_id:
         return call_id
     if call_id is None:
-        return "(no id)"
-    return "(empty id)" if call_id == "" else f"(id {_json(call_id)}, not a string)"
+        return _("(no id)")
+    if call_id == "":
+        return _("(empty id)")
+    return _("(id {id}, not a string)").format(id=_json(call_id))
 
 
 def _tokens(message: dict[str, Any]) -> str:
     usage = message.get("usage")
     if not isinstance(usage, dict):
         return ""
-    return f"{usage.get('input_tokens')} in, {usage.get('output_tokens')} out tokens"
+    return _("{input} in, {output} out tokens").format(
+        input=usage.get("input_tokens"), output=usage.get("output_tokens")
+    )
 
 
 def _stop_steps(error: BaseException, turns_in_history: int, pending: list[str]) -> list[Step]:
@@ -140,13 +150,13 @@ def _stop_steps(error: BaseException, turns_in_history: int, pending: list[str])
     elif turns is None:
         where = ""
     elif rejected is not None:
-        where = f"in turn {turn}, refusing the model's proposal"
+        where = _("in turn {turn}, refusing the model's proposal").format(turn=turn)
     elif pending:
-        where = f"in turn {turn}, during call {pending[0]}"
+        where = _("in turn {turn}, during call {call_id}").format(turn=turn, call_id=pending[0])
     elif turns > turns_in_history:
-        where = f"in turn {turn}, while the model was deciding"
+        where = _("in turn {turn}, while the model was deciding").format(turn=turn)
     else:
-        where = f"before turn {turn + 1}"
+        where = _("before turn {turn}").format(turn=turn + 1)
     out.append(Step("error", turn, f"{type(error).__name__}: {error}", where=where))
     return out
 
@@ -164,10 +174,11 @@ def gauges(run: Any) -> list[Gauge]:
     calls = f"{usage.calls} / {limits.max_calls}"
     rejected = getattr(run, "rejected", None)
     if isinstance(run, ToolBudgetError) and isinstance(rejected, dict) and isinstance(rejected.get("calls"), list):
-        calls += f" (+{len(rejected['calls'])} refused)"
+        refused = len(rejected["calls"])
+        calls += _(" (+{n} refused)").format(n=refused)
     chars = f"{usage.chars} / {limits.max_chars}"
     if isinstance(run, OutputBudgetError) and isinstance(rejected, dict) and isinstance(rejected.get("text"), str):
-        chars += f" (final text {len(rejected['text'])})"
+        chars += _(" (final text {n})").format(n=len(rejected["text"]))
     over_time = isinstance(run, DeadlineError) or usage.elapsed_ms > limits.timeout_ms  # (a naive loop's overrun)
     timeout = f"{limits.timeout_ms:g} ms"
     out = [
@@ -179,12 +190,14 @@ def gauges(run: Any) -> list[Gauge]:
             usage.elapsed_ms,
             limits.timeout_ms,
             over_time,
-            f"limit of {timeout} reached" if over_time else f"within {timeout}",
+            _("limit of {timeout} reached").format(timeout=timeout)
+            if over_time
+            else _("within {timeout}").format(timeout=timeout),
         ),
     ]
     tokens, max_tokens = getattr(usage, "tokens", 0), getattr(limits, "max_tokens", None)
     if tokens or max_tokens is not None:
-        label = f"{tokens} / {max_tokens}" if max_tokens is not None else f"{tokens} (no limit)"
+        label = f"{tokens} / {max_tokens}" if max_tokens is not None else _("{tokens} (no limit)").format(tokens=tokens)
         out.append(Gauge("tokens", tokens, max_tokens, tripped == "max_tokens", label))
     refusals, max_refusals = getattr(usage, "refusals", 0), getattr(limits, "max_refusals", 0)
     if refusals or max_refusals:
@@ -203,13 +216,13 @@ def write_outcome(content: str) -> str:
     """
     value = _record(content)
     if value.get("rolled_back") is True:
-        return "↺ rolled back: nothing of it was applied"
+        return _("↺ rolled back: nothing of it was applied")
     if value.get("outcome") == "unknown" and "error" in value:
-        return "? outcome unknown: it failed after the stop, maybe after its commit; ask the store"
+        return _("? outcome unknown: it failed after the stop, maybe after its commit; ask the store")
     if value.get("outcome") == "unknown":
-        return "? outcome unknown: still running when the run stopped; ask the store"
+        return _("? outcome unknown: still running when the run stopped; ask the store")
     if value.get("denied") is True:
-        return "✗ denied: nothing ran"
+        return _("✗ denied: nothing ran")
     return ""
 
 
@@ -241,8 +254,66 @@ def _stopped_mid_write(content: str) -> bool:
 
 def _headline(run: Any) -> str:
     if isinstance(run, BaseException):
-        return f"✗ stopped: {type(run).__name__}"
-    return f"✓ answered: {clip(getattr(run, 'text', ''), 80)}"
+        return _("✗ stopped: {error}").format(error=type(run).__name__)
+    return _("✓ answered: {text}").format(text=clip(getattr(run, "text", ""), 80))
+
+
+def explanation(error: BaseException) -> str:
+    """One sentence, in the learner's language, on what the rule behind `error` did ("" in English).
+
+    The error's own message stays English (its contract phrase is what tests match); a learner reading another
+    language gets this after it. The sentence is the nearest class's that has one: a subclass of ToolError
+    reads as a ToolError; an error of no agentlab class gets none.
+    """
+    if language() == "en":
+        return ""
+    said = _explanations()
+    for kind in type(error).__mro__:
+        if kind.__name__ in said:
+            return said[kind.__name__]
+    return ""
+
+
+def _explanations() -> dict[str, str]:
+    """What each error class means, in a learner's terms, translated now (the language may have changed)."""
+    return {
+        "ConfigError": _(
+            "A setting, an argument or a tool is unusable as given: the application's code must change, not the model."
+        ),
+        "ModelOutputError": _("The model's decision, or one of its calls, has the wrong shape; nothing of it ran."),
+        "ModelError": _("The model raised an exception instead of answering; the original error is its __cause__."),
+        "UnknownToolError": _(
+            "The model asked for a tool whose name is not exactly a key of tools; nothing of this batch ran."
+        ),
+        "ToolArgsError": _("The tool's validate did not accept the args; nothing of this batch ran."),
+        "DuplicateCallIdError": _("The model reused a call id already used in this run; nothing of this batch ran."),
+        "RepeatedCallError": _(
+            "With forbid_repeats, the model asked again for a tool with the same args; nothing of this batch ran."
+        ),
+        "ToolError": _(
+            "A tool raised an exception or returned a result that is not JSON; the run stopped at that call."
+        ),
+        "ApprovalError": _(
+            "A write had no approval policy to ask, or the policy gave no valid answer; that write did not run."
+        ),
+        "TurnBudgetError": _("The model needed more turns than max_turns allows; the loop did not call it again."),
+        "ToolBudgetError": _("The model asked for more calls than max_calls allows; nothing of this batch ran."),
+        "WriteBudgetError": _("The model asked for more writes than max_writes has left; nothing of this batch ran."),
+        "DeadlineError": _(
+            "The run went past its deadline (timeout_ms); the loop stopped waiting for the model and the tools."
+        ),
+        "ContextBudgetError": _(
+            "The history grew past max_chars before a model call; the loop did not send it to the model."
+        ),
+        "TokenBudgetError": _("The tokens the model reported reached max_tokens; the loop went no further."),
+        "OutputBudgetError": _("The final answer is longer than max_chars allows; the loop did not return it."),
+        "StuckCalleeError": _(
+            "Too many worker threads are stuck in plain (sync) callees that earlier runs gave up on; no other started."
+        ),
+        "AbortError": _(
+            "The abort signal stopped the run (Stop, a newer run or the caller); nothing new started after it."
+        ),
+    }
 
 
 # -- text ------------------------------------------------------------------------
@@ -252,35 +323,47 @@ def render_text(run: Any) -> str:
     """A plain-text trace for terminals."""
     lines = [_headline(run)]
     for step in steps(run):
-        where = f"turn {step.turn}" if step.turn else ""
+        where = _turn_label(step.turn) if step.turn else ""
         if step.kind == "user":
-            lines.append(f"  {'user':<8} {clip(step.text)}")
+            lines.append(f"  {_('user'):<8} {clip(step.text)}")
         elif step.kind == "call":
             spent = f"  ({step.tokens})" if step.tokens else ""
-            lines.append(f"  {where:<8} call {step.call_id}: {step.name}({clip(step.text)}){spent}")
+            call = _("call {call_id}: {name}({args})").format(
+                call_id=step.call_id, name=step.name, args=clip(step.text)
+            )
+            lines.append(f"  {where:<8} {call}{spent}")
         elif step.kind == "result":
             label = write_outcome(step.text)
             lines.append(f"  {'':<8}   → {step.call_id}: {label + ' — ' if label else ''}{clip(step.text)}")
         elif step.kind in RETURNED:
-            lines.append(f"  {'':<8}   → {step.call_id}: {RETURNED[step.kind]} — {clip(step.text)}")
+            lines.append(f"  {'':<8}   → {step.call_id}: {_(RETURNED[step.kind])} — {clip(step.text)}")
         elif step.kind == "final":
             spent = f"  ({step.tokens})" if step.tokens else ""
-            lines.append(f"  {where:<8} final: {clip(step.text)}{spent}")
+            lines.append(f"  {where:<8} {_('final')}: {clip(step.text)}{spent}")
         elif step.kind == "rejected":
-            lines.append(f"  {where:<8} refused {_proposal(step)}  ({_consequence(step)})")
+            lines.append(f"  {where:<8} {_proposal(step)}  ({_consequence(step)})")
         else:
-            lines.append(f"  ✗ stopped {step.where} — {step.text}" if step.where else f"  ✗ {step.text}")
-    marks = [f"{g.name} {g.label}{' ✗' if g.tripped else ''}" for g in gauges(run)]
+            stopped = _("✗ stopped {where}").format(where=step.where)
+            lines.append(f"  {stopped} — {step.text}" if step.where else f"  ✗ {step.text}")
+            if isinstance(run, BaseException) and explanation(run):
+                lines.append(f"    {explanation(run)}")
+    marks = [f"{_(g.name)} {g.label}{' ✗' if g.tripped else ''}" for g in gauges(run)]
     if marks:
-        lines.append("  used: " + " · ".join(marks))
+        lines.append("  " + _("used: {gauges}").format(gauges=" · ".join(marks)))
     return "\n".join(lines)
 
 
-# How the trace labels the loop's answers to a refused batch, apart from results.
+# How the trace labels the loop's answers to a refused batch, apart from results (in English: `_` translates them).
 RETURNED = {
     "refused": "✗ refused, returned to the model",
     "not_run": "– not run",
 }
+# The gauges' names, as `gauges` gives them and `_` translates them where shown.
+GAUGE_NAMES = ("turns", "calls", "chars", "time", "tokens", "refusals", "writes")
+
+
+def _turn_label(turn: int) -> str:
+    return _("turn {turn}").format(turn=turn)
 
 
 def _is_final(step: Step) -> bool:
@@ -288,16 +371,29 @@ def _is_final(step: Step) -> bool:
 
 
 def _consequence(step: Step) -> str:
-    return "not returned" if _is_final(step) else "nothing of it ran"
+    return _("not returned") if _is_final(step) else _("nothing of it ran")
+
+
+def _final_answer(step: Step, text: str) -> str:
+    """A refused final answer's length and text (clipped, maybe escaped), as the HTML trace shows it after "refused"."""
+    n = len(step.text)
+    return ngettext("final answer ({n} chars): {text}", "final answer ({n} chars): {text}", n).format(n=n, text=text)
 
 
 def _proposal(step: Step) -> str:
-    """A refused proposal as one phrase: a call, a final answer, or the raw decision."""
+    """A refused proposal as one phrase, "refused" and what: a call, a final answer, or the raw decision.
+
+    One phrase each (not "refused" + a phrase), so that a language whose verb takes another case can say it.
+    """
+    text = clip(step.text)
     if _is_final(step):
-        return f"final answer ({len(step.text)} chars): {clip(step.text)}"
+        n = len(step.text)
+        return ngettext(
+            "refused final answer ({n} chars): {text}", "refused final answer ({n} chars): {text}", n
+        ).format(n=n, text=text)
     if step.name:
-        return f"call {step.call_id}: {step.name}({clip(step.text)})"
-    return clip(step.text)
+        return _("refused call {call_id}: {name}({args})").format(call_id=step.call_id, name=step.name, args=text)
+    return _("refused {decision}").format(decision=text)
 
 
 # -- HTML ------------------------------------------------------------------------
@@ -313,11 +409,11 @@ def _call_html(call_id: str, name: str, args: str) -> str:
     return f"<span class='id'{_ID}>{e(call_id)}</span> <span class='name'{_NAME}>{e(name)}</span>({e(clip(args))})"
 
 
-def _row(step: Step, first_of_turn: bool, message: bool = True) -> str:
+def _row(step: Step, first_of_turn: bool, message: bool = True, explained: str = "") -> str:
     e = html.escape
-    turn = f"turn {step.turn}" if step.turn and first_of_turn else ""
+    turn = e(_turn_label(step.turn)) if step.turn and first_of_turn else ""
     if step.kind == "user":
-        cells = ("user", e(clip(step.text)))
+        cells = (e(_("user")), e(clip(step.text)))
     elif step.kind == "call":
         cells = (turn, _call_html(step.call_id, step.name, step.text) + _tokens_html(step))
     elif step.kind == "result":
@@ -326,22 +422,29 @@ def _row(step: Step, first_of_turn: bool, message: bool = True) -> str:
         label = f"<span class='mark'{_MARK}>{e(label)}</span> " if label else ""
         cells = ("", f"→ <span class='id'{_ID}>{e(step.call_id)}</span>{name} {label}{e(clip(step.text))}")
     elif step.kind in RETURNED:
-        label = f"<span class='mark'{_MARK}>{e(RETURNED[step.kind])}</span>"
+        label = f"<span class='mark'{_MARK}>{e(_(RETURNED[step.kind]))}</span>"
         text = f"<span class='muted'{_ID}>{e(clip(step.text))}</span>"
         cells = ("", f"→ <span class='id'{_ID}>{e(step.call_id)}</span> {label} {text}")
     elif step.kind == "final":
-        cells = (turn, f"<span class='name'{_NAME}>final</span>: {e(clip(step.text))}{_tokens_html(step)}")
+        cells = (turn, f"<span class='name'{_NAME}>{e(_('final'))}</span>: {e(clip(step.text))}{_tokens_html(step)}")
     elif step.kind == "rejected":
         if _is_final(step):
-            what = f"final answer ({len(step.text)} chars): {e(clip(step.text))}"
+            what = _final_answer(step, e(clip(step.text)))
         else:
             what = _call_html(step.call_id, step.name, step.text) if step.name else e(clip(step.text))
-        consequence = f"<span class='muted'{_ID}>— {_consequence(step)}</span>"
-        cells = (turn, f"<span class='mark'{_MARK}>refused</span> {what} {consequence}")
+        consequence = f"<span class='muted'{_ID}>— {e(_consequence(step))}</span>"
+        cells = (turn, f"<span class='mark'{_MARK}>{e(_('refused'))}</span> {what} {consequence}")
     else:
-        where = f"<span class='mark'{_MARK}>✗ stopped {e(step.where)}</span>" if step.where else ""
+        where = (
+            f"<span class='mark'{_MARK}>{e(_('✗ stopped {where}').format(where=step.where))}</span>"
+            if step.where
+            else ""
+        )
         text = e(step.text) if message else ""
-        cells = (f"<span class='mark'{_MARK}>✗ here</span>", f"{where}<br>{text}" if where and text else where or text)
+        if text and explained:
+            text += f"<br><span class='explained'>{e(explained)}</span>"
+        here = f"<span class='mark'{_MARK}>{e(_('✗ here'))}</span>"
+        cells = (here, f"{where}<br>{text}" if where and text else where or text)
     classes = f"{step.kind} first" if first_of_turn else step.kind
     cell = look.CELL
     if step.kind in ("rejected", "error"):
@@ -380,10 +483,10 @@ def _gauge(gauge: Gauge) -> str:
     elapsed = " data-elapsed" if gauge.name == "time" else ""
     label = gauge.label
     if gauge.name == "time" and not gauge.tripped and gauge.used is not None:
-        label = f"{gauge.used:.0f} ms of {gauge.limit:g} ms"
+        label = _("{used} ms of {limit} ms").format(used=f"{gauge.used:.0f}", limit=f"{gauge.limit:g}")
     return (
         f"<div class='gauge{' tripped' if gauge.tripped else ''}'{look.attr(f'min-width:10em;{text}')}>"
-        f"<div>{html.escape(gauge.name)}: {html.escape(label)}{mark}</div>"
+        f"<div>{html.escape(_(gauge.name))}: {html.escape(label)}{mark}</div>"
         f"<div class='bar'{look.attr(f'height:6px;background:{track};border-radius:3px;overflow:hidden')}>"
         f"<div class='fill'{elapsed} style='width:{share}%;height:6px;background:{colour}'></div></div></div>"
     )
@@ -399,9 +502,10 @@ def render_html(run: Any, *, headline: bool = True) -> str:
     head_style = look.attr(f"font-weight:bold;margin-bottom:6px;color:{look.GREEN if ok else look.RED}")
     head = f"<div class='head {'ok' if ok else 'bad'}'{head_style}>{html.escape(_headline(run))}</div>"
     rows, last_turn = [], -1
+    explained = explanation(run) if isinstance(run, BaseException) else ""
     for step in steps(run):
         first = bool(rows) and step.kind not in ("result", *RETURNED) and step.turn != last_turn
-        rows.append(_row(step, first, message=headline))
+        rows.append(_row(step, first, message=headline, explained=explained))
         last_turn = step.turn
     meters = "".join(_gauge(g) for g in gauges(run))
     return (
@@ -411,4 +515,4 @@ def render_html(run: Any, *, headline: bool = True) -> str:
     )
 
 
-__all__ = ["Gauge", "Step", "clip", "gauges", "render_html", "render_text", "steps", "write_outcome"]
+__all__ = ["Gauge", "Step", "clip", "explanation", "gauges", "render_html", "render_text", "steps", "write_outcome"]

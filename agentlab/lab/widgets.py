@@ -21,6 +21,10 @@ that blocks holds the page until it returns.
 The view is written by `render_view`, a pure function of the outcome, so what
 a learner sees, the tests assert and nbval compares is the same text; nothing
 is printed into Output widgets.
+
+Every label, status line and title goes through `agentlab.i18n` when it is made (Polish when the language is pl);
+the settings keys (`max_turns=6`), a scenario's key and the loop's error messages stay as they are, and an error's
+status line gets one sentence in the learner's language after the message (`trace.explanation`).
 """
 
 from __future__ import annotations
@@ -38,10 +42,11 @@ import ipywidgets as widgets
 from agentlab import callees
 from agentlab.abort import AbortController
 from agentlab.errors import AbortError, ConfigError
+from agentlab.i18n import _
 from agentlab.lab import _look as look
 from agentlab.lab.naive import NaiveCrash, NaiveLoop, NaiveRun
 from agentlab.lab.scenarios import LIMIT_NAMES, Scenario, get_scenario, run_scenario
-from agentlab.lab.trace import clip, render_html, render_text
+from agentlab.lab.trace import clip, explanation, render_html, render_text
 from agentlab.loop import AgentResult
 from agentlab.sync import run_detached
 
@@ -58,10 +63,12 @@ _LIMIT_RANGES: dict[str, tuple[int, int]] = {
 # A run still going after this long shows "running" (and enables Stop); quicker runs just
 # swap their result in, so dragging a slider over a fast scenario does not flicker.
 RUNNING_AFTER_S = 0.15
+# The reasons a playground aborts a run with: error messages, so they stay English (status_line explains them).
 STOPPED = "aborted: the Stop button was pressed"
+REPLACED = "aborted: a newer run replaced this one"
+# Shown to a learner: in English here, translated by `_` where shown.
 AGENTLAB, NAIVE = "agentlab's loop", "the naive loop"
 SNAPSHOT = "A snapshot of the last run, saved with the notebook: run the cell (Shift+Enter) to get the controls."
-REPLACED = "aborted: a newer run replaced this one"
 
 
 def playground(scenario: Scenario | str, naive: NaiveLoop | None = None, **settings: Any) -> Playground:
@@ -110,18 +117,21 @@ class Playground:
         start.update({name: self._checked(name, value) for name, value in settings.items()})
         self.controls: dict[str, widgets.ValueWidget] = {name: self._control(name, start[name]) for name in start}
         self.stop = widgets.Button(
-            description="Stop",
+            description=_("Stop"),
             icon="stop",
-            tooltip="abort the run in flight through its abort signal",
+            tooltip=_("abort the run in flight through its abort signal"),
             disabled=True,
             layout=widgets.Layout(width="8em"),
         )
         self.view = widgets.HTML()
         # Which loop runs the scenario: only a playground given the notebook's naive loop has the toggle.
         self.loop = widgets.ToggleButtons(
-            options=[(AGENTLAB, False), (NAIVE, True)],
+            options=[(_(AGENTLAB), False), (_(NAIVE), True)],
             value=False,
-            tooltips=["agent_loop, with every rule", "the notebook's loop without the rule, on the same scenario"],
+            tooltips=[
+                _("agent_loop, with every rule"),
+                _("the notebook's loop without the rule, on the same scenario"),
+            ],
             style={"button_width": "12em"},
         )
         self.box = widgets.VBox(
@@ -129,9 +139,9 @@ class Playground:
                 *([self.loop] if naive is not None else []),
                 widgets.HBox(
                     [
-                        self._column("the loop's limits", [*LIMIT_NAMES, *self.scenario.loop_knobs]),
+                        self._column(_("the loop's limits"), [*LIMIT_NAMES, *self.scenario.loop_knobs]),
                         self._column(
-                            "the scenario",
+                            _("the scenario"),
                             [knob.name for knob in self.scenario.knobs if knob.name not in self.scenario.loop_knobs],
                             self.stop,
                         ),
@@ -181,7 +191,7 @@ class Playground:
             outcome, shown, naive = self.outcome, dict(self._shown), self._shown_naive
         loop = self._loop_label(naive)
         bundle["text/html"] = render_view(self.scenario, shown, outcome, loop=loop, snapshot=True)
-        bundle["text/plain"] = f"{SNAPSHOT}\n{render_plain(self.scenario, shown, outcome, loop=loop)}"
+        bundle["text/plain"] = f"{_(SNAPSHOT)}\n{render_plain(self.scenario, shown, outcome, loop=loop)}"
         return bundle
 
     # -- running -------------------------------------------------------------------
@@ -233,7 +243,7 @@ class Playground:
         """Which loop ran the shown run, for a playground that has the toggle ("" for one that has not)."""
         if self.naive is None:
             return ""
-        return NAIVE if naive else AGENTLAB
+        return _(NAIVE) if naive else _(AGENTLAB)
 
     def _in_flight(self) -> _Flight | None:
         with self._lock:
@@ -281,14 +291,16 @@ class Playground:
                 layout=layout,
             )
         if knob.choices:
-            options = [(choice, index) for index, choice in enumerate(knob.choices)]
-            return widgets.Dropdown(options=options, value=value, description=knob.label, style=style, layout=layout)
+            options = [(knob.describe(index), index) for index in range(len(knob.choices))]
+            return widgets.Dropdown(
+                options=options, value=value, description=knob.shown_label(), style=style, layout=layout
+            )
         return widgets.IntSlider(
             value=value,
             min=knob.minimum,
             max=knob.maximum,
             step=knob.step,
-            description=knob.label,
+            description=knob.shown_label(),
             style=style,
             layout=layout,
         )
@@ -302,16 +314,21 @@ class Playground:
 
 
 def status_line(outcome: Outcome | None) -> str:
-    """One line for a finished run: the answer, or the error's type and message."""
+    """One line for a finished run: the answer, or the error's type and message.
+
+    In a language other than English an error's line is followed by a second, its `explanation` (the message
+    itself stays English: its contract phrase is what the exercise's tests match).
+    """
     if outcome is None:
-        return "not run yet"
+        return _("not run yet")
     if isinstance(outcome, NaiveRun):  # no ✓: a naive loop's answer is only what it happened to say
-        return f"the naive loop answered: {clip(outcome.text, 200)}"
+        return _("the naive loop answered: {text}").format(text=clip(outcome.text, 200))
     if isinstance(outcome, NaiveCrash):
-        return f"✗ the naive loop failed: {outcome}"
+        return _("✗ the naive loop failed: {error}").format(error=outcome)
     if isinstance(outcome, AgentResult):
-        return f"✓ answered: {clip(outcome.text, 200)}"
-    return f"✗ {type(outcome).__name__}: {outcome}"
+        return _("✓ answered: {text}").format(text=clip(outcome.text, 200))
+    explained = explanation(outcome)  # "" in English: the line is the error's own, as it was
+    return f"✗ {type(outcome).__name__}: {outcome}" + (f"\n{explained}" if explained else "")
 
 
 def describe_settings(scenario: Scenario, settings: Mapping[str, int], loop: str = "") -> str:
@@ -347,20 +364,20 @@ def render_view(
     """
     e = html.escape
     if running:
-        status, kind = "… running (Stop aborts it)", "running"
+        status, kind = _("… running (Stop aborts it)"), "running"
     elif isinstance(outcome, NaiveRun):
         status, kind = status_line(outcome), "running"  # amber: an answer nothing checked
     else:
         status, kind = status_line(outcome), "ok" if isinstance(outcome, AgentResult) else "bad"
     described = describe_settings(scenario, settings, loop)
-    note = f"<div class='snapshot'{look.attr(f'{look.MUTED};{_LINE};font-style:italic')}>{e(SNAPSHOT)}</div>"
+    note = f"<div class='snapshot'{look.attr(f'{look.MUTED};{_LINE};font-style:italic')}>{e(_(SNAPSHOT))}</div>"
     trace = render_html(outcome, headline=False) if outcome is not None else ""
     status_css = f"font-weight:bold;{_LINE};white-space:pre-wrap;overflow-wrap:break-word;color:{_STATUS[kind]}"
     return (
         f"<div class='agentlab-playground'{look.attr(f'{look.SANS};max-width:62em;line-height:1.35')}>"
         f"{note if snapshot else ''}"
-        f"<div class='title'{look.attr(f'{look.MUTED};{_LINE}')}>playground · {e(scenario.key)} · "
-        f"{e(scenario.title)}</div>"
+        f"<div class='title'{look.attr(f'{look.MUTED};{_LINE}')}>{e(_('playground'))} · {e(scenario.key)} · "
+        f"{e(_(scenario.title))}</div>"
         f"<div class='status {kind}'{look.attr(status_css)}>{e(status)}</div>"
         f"<div class='{'stale' if running else 'last'}'{look.attr('opacity:.45' if running else 'opacity:1')}>"
         f"<div class='settings'{look.attr(f'{look.MUTED};{_LINE}')}>{e(described)}</div>"
@@ -373,7 +390,7 @@ def render_plain(scenario: Scenario, settings: Mapping[str, int], outcome: Outco
     trace = render_text(outcome) if outcome is not None else status_line(None)
     if isinstance(outcome, NaiveRun | NaiveCrash):  # a naive run's headline says which loop ran it
         trace = "\n".join([status_line(outcome), *trace.splitlines()[1:]])
-    return f"playground {scenario.key}: {describe_settings(scenario, settings, loop)}\n{trace}"
+    return f"{_('playground')} {scenario.key}: {describe_settings(scenario, settings, loop)}\n{trace}"
 
 
 __all__ = ["Playground", "describe_settings", "playground", "render_plain", "render_view", "status_line"]

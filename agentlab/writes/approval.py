@@ -31,6 +31,9 @@ unanswered when the cell ran says so, and how to get the buttons, rather than
 `change_html` (the before/after table, in change_view.py) is plain
 standard-library code; only `ApprovalDesk` needs ipywidgets, imported when a
 desk is made.
+
+The desk's words (its buttons, title, verdicts) are said in the learner's language when shown (`agentlab.i18n`).
+A denial's reason is not: it goes to the model, as the policy gave it.
 """
 
 from __future__ import annotations
@@ -48,14 +51,16 @@ from agentlab import callees
 from agentlab.abort import AbortSignal
 from agentlab.callees import in_worker_thread
 from agentlab.errors import ConfigError
+from agentlab.i18n import _, ngettext
 from agentlab.lab import _look as look
-from agentlab.lab.trace import render_html
+from agentlab.lab.trace import explanation, render_html
 from agentlab.loop import AgentResult, agent_loop
 from agentlab.sync import agent_loop_sync, run_detached
 from agentlab.tools import Approval, ToolCall
 from agentlab.writes.change_view import change_html
 from agentlab.writes.store import Change, Store
 
+# In English; `_` translates them where shown. EXPIRED is also the reason the model reads: that one stays English.
 WAITING = "… waiting for Approve or Deny"  # no emoji: a machine without an emoji font shows a box
 EXPIRED = "no answer: the run stopped before anyone answered"
 # What a saved notebook (no kernel, no buttons) shows for a card that was still waiting when its cell ran.
@@ -75,11 +80,12 @@ class _Card:
 
     def __init__(self, widgets: Any, change: Change) -> None:
         self.change = change
-        self.verdict = WAITING
+        self.waiting = True  # until a click, the script or the run's stop settles it
+        self.verdict = _(WAITING)  # what the card says, in the language in force when it was said
         self.answered: asyncio.Future[Approval] | None = None
-        self.approve = widgets.Button(description="Approve", button_style="success", icon="check")
-        self.deny = widgets.Button(description="Deny", button_style="danger", icon="times")
-        self.reason = widgets.Text(placeholder="reason for a denial (the model reads it)")
+        self.approve = widgets.Button(description=_("Approve"), button_style="success", icon="check")
+        self.deny = widgets.Button(description=_("Deny"), button_style="danger", icon="times")
+        self.reason = widgets.Text(placeholder=_("reason for a denial (the model reads it)"))
         self.shown = widgets.HTML(_verdict_html(self.verdict))
         self.approve.on_click(lambda _: self.answer(Approval(True)))
         self.deny.on_click(lambda _: self.answer(Approval(False, self.reason.value.strip())))
@@ -89,13 +95,17 @@ class _Card:
 
     def answer(self, approval: Approval) -> None:
         """A click (or the script): settle the waiting policy once; later clicks do nothing."""
-        if self.answered is None or self.answered.done() or self.verdict != WAITING:
+        if self.answered is None or self.answered.done() or not self.waiting:
             return
-        self.close("✓ approved" if approval.allowed else f"✗ denied{': ' + approval.reason if approval.reason else ''}")
+        if approval.allowed:
+            self.close(_("✓ approved"))
+        else:
+            self.close(_("✗ denied: {reason}").format(reason=approval.reason) if approval.reason else _("✗ denied"))
         future, loop = self.answered, self.answered.get_loop()
         loop.call_soon_threadsafe(lambda: None if future.done() else future.set_result(approval))
 
     def close(self, verdict: str) -> None:
+        self.waiting = False
         self.verdict = verdict
         self.shown.value = _verdict_html(verdict)
         for widget in (self.approve, self.deny, self.reason):
@@ -107,7 +117,7 @@ class _Card:
 
     @property
     def saved_verdict(self) -> str:
-        return UNANSWERED if self.verdict == WAITING else self.verdict
+        return _(UNANSWERED) if self.waiting else self.verdict
 
 
 def _verdict_html(verdict: str) -> str:
@@ -152,7 +162,7 @@ class ApprovalDesk:
         self._status = self._widgets.HTML("")
         self._cards = self._widgets.VBox([])
         title = self._widgets.HTML(
-            f"<div class='agentlab-desk'{_DESK}><div class='title'{_TITLE_CSS}>{_TITLE}</div></div>"
+            f"<div class='agentlab-desk'{_DESK}><div class='title'{_TITLE_CSS}>{html.escape(_(_TITLE))}</div></div>"
         )
         self.box = self._widgets.VBox([title, self._cards, self._status])
 
@@ -177,7 +187,7 @@ class ApprovalDesk:
         finally:
             stopped.cancel()
             if not card.answered.done():
-                card.close(EXPIRED)
+                card.close(_(EXPIRED))
         return card.answered.result() if card.answered.done() else Approval(False, EXPIRED)
 
     def _next_answer(self, call: ToolCall) -> Approval:
@@ -236,11 +246,18 @@ class ApprovalDesk:
     def _text(self, *, saved: bool) -> str:
         with self._lock:
             cards = list(self.cards)
-        lines = [f"approval desk: {len(cards)} proposed write{'' if len(cards) == 1 else 's'}"]
+        n = len(cards)
+        lines = [ngettext("approval desk: {n} proposed write", "approval desk: {n} proposed writes", n).format(n=n)]
         for card in cards:
             call = card.change.call
             verdict = card.saved_verdict if saved else card.verdict
-            lines.append(f"  {call.name} {json.dumps(call.args, ensure_ascii=False)} (call {call.id}): {verdict}")
+            args = json.dumps(call.args, ensure_ascii=False)
+            lines.append(
+                "  "
+                + _("{name} {args} (call {call_id}): {verdict}").format(
+                    name=call.name, args=args, call_id=call.id, verdict=verdict
+                )
+            )
         return "\n".join(lines)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
@@ -253,10 +270,11 @@ class ApprovalDesk:
         bundle = dict(self.box._repr_mimebundle_(**kwargs) or {})
         with self._lock:
             cards = "".join(card.snapshot() for card in self.cards)
-            waiting = any(card.verdict == WAITING for card in self.cards)
+            waiting = any(card.waiting for card in self.cards)
         status = "" if waiting and self.outcome is None else self._status.value
+        title = html.escape(_(_TITLE))
         bundle["text/html"] = (
-            f"<div class='agentlab-desk'{_DESK}><div class='title'{_TITLE_CSS}>{_TITLE}</div>{cards}</div>{status}"
+            f"<div class='agentlab-desk'{_DESK}><div class='title'{_TITLE_CSS}>{title}</div>{cards}</div>{status}"
         )
         bundle["text/plain"] = self._text(saved=True)
         return bundle
@@ -267,10 +285,12 @@ _TITLE = "approval desk · each write the model proposes waits here for Approve 
 
 def _status_html(outcome: AgentResult | BaseException | None) -> str:
     if outcome is None:
-        return f"<div class='agentlab-desk'{_DESK}>{_verdict_html('… the run is in progress')}</div>"
+        return f"<div class='agentlab-desk'{_DESK}>{_verdict_html(_('… the run is in progress'))}</div>"
     if isinstance(outcome, AgentResult) or hasattr(outcome, "history"):
         return render_html(outcome)
-    return f"<div class='agentlab-desk'{_DESK}>{_verdict_html(f'✗ {outcome!r}')}</div>"
+    explained = explanation(outcome)  # "" in English
+    said = f"✗ {outcome!r}" + (f" {explained}" if explained else "")
+    return f"<div class='agentlab-desk'{_DESK}>{_verdict_html(said)}</div>"
 
 
 def _ipywidgets() -> Any:

@@ -2,6 +2,7 @@
 
 Plain standard-library code. It imports neither the store nor the desk, so that both can use it:
 `Store.preview` returns a `Change` whose `_repr_html_` draws itself with it, and the desk shows it on each card.
+Its words are said in the learner's language (`agentlab.i18n`); the rows' tables, columns and values are data.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import html
 import json
 from typing import TYPE_CHECKING, Any
 
+from agentlab.i18n import _
 from agentlab.lab import _look as look
 
 if TYPE_CHECKING:  # for the annotations only: store.py imports this module when a Change is shown
@@ -34,18 +36,17 @@ def change_html(change: Change) -> str:
     e = html.escape
     call = change.call
     args = json.dumps(call.args, ensure_ascii=False)
-    parts = [
-        f"<div class='head'{_HEAD}>{e(call.name)}({e(args)}) <span class='id'{_MUTED}>call {e(call.id)}</span></div>"
-    ]
+    shown_id = e(_("call {call_id}").format(call_id=call.id))
+    parts = [f"<div class='head'{_HEAD}>{e(call.name)}({e(args)}) <span class='id'{_MUTED}>{shown_id}</span></div>"]
     if change.replay:
-        parts.append(
-            f"<div class='note'{_NOTE}>Its idempotency key {e(repr(change.key))} has run before: the store would "
-            "return its first result and change nothing.</div>"
+        replay = _(
+            "Its idempotency key {key} has run before: the store would return its first result and change nothing."
         )
+        parts.append(f"<div class='note'{_NOTE}>{e(replay.format(key=repr(change.key)))}</div>")
     elif not any(row.changed for row in change.rows):
-        parts.append(f"<div class='note'{_NOTE}>It would change nothing.</div>")
+        parts.append(f"<div class='note'{_NOTE}>{e(_('It would change nothing.'))}</div>")
     parts += [_row_html(row) for row in change.rows]
-    returned = f"<span class='muted'{_MUTED}>the tool would return</span> {e(_json(change.result))}"
+    returned = f"<span class='muted'{_MUTED}>{e(_('the tool would return'))}</span> {e(_json(change.result))}"
     parts.append(f"<div class='note'{_NOTE}>{returned}</div>")
     return f"<div class='agentlab-change'{_CHANGE}>{''.join(parts)}</div>"
 
@@ -54,21 +55,21 @@ def _row_html(row: RowChange) -> str:
     e = html.escape
     columns = list((row.after or row.before or {}).keys())
     changed = set(row.changed)
-    label = "new row" if row.before is None else "removed" if row.after is None else ""
-    caption = f"<div>{e(row.table)} {e(str(row.key))} <span class='muted'{_MUTED}>{label}</span></div>"
+    label = _("new row") if row.before is None else _("removed") if row.after is None else ""
+    caption = f"<div>{e(row.table)} {e(str(row.key))} <span class='muted'{_MUTED}>{e(label)}</span></div>"
     head = f"<tr{_ROW}><th{_TH}></th>" + "".join(f"<th{_TH}>{e(c)}</th>" for c in columns) + "</tr>"
     lines = []
-    for when, values in (("before", row.before), ("after", row.after)):
+    for when, values, after in ((_("before"), row.before, False), (_("after"), row.after, True)):
         if values is None:
-            cells = f"<td colspan='{len(columns)}' class='muted'{_TH}>(no row)</td>"
+            cells = f"<td colspan='{len(columns)}' class='muted'{_TH}>{e(_('(no row)'))}</td>"
         else:
             cells = "".join(
                 f"<td class='changed'{_CHANGED}>{e(_json(values[c]))}</td>"
-                if when == "after" and c in changed
+                if after and c in changed
                 else f"<td class=''{_TD}>{e(_json(values[c]))}</td>"
                 for c in columns
             )
-        lines.append(f"<tr{_ROW}><th{_TH}>{when}</th>{cells}</tr>")
+        lines.append(f"<tr{_ROW}><th{_TH}>{e(when)}</th>{cells}</tr>")
     return f"{caption}<table{_TABLE}>{head}{''.join(lines)}</table>"
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from lab_harness import NOTEBOOKS, Chromium, LabServer, NotebookPage, notebook_page, wait_for
+from lab_harness import NOTEBOOKS, THEMES, Chromium, LabServer, NotebookPage, notebook_page, set_theme, wait_for
 from playground_view import PlaygroundView
 
 from agentlab.lab.scenarios import SCENARIOS
@@ -400,10 +400,17 @@ def test_every_scenario_has_a_driver() -> None:
 @pytest.mark.parametrize("notebook", discover_notebooks(), ids=lambda path: path.as_posix())
 def test_notebook_runs_clean_in_jupyterlab(notebook: Path, lab: LabServer, chromium: Chromium, shots_dir: Path) -> None:
     name = shot_name(notebook)
+    polish = is_polish(notebook)
+    if polish:  # one run a Polish notebook, in the dark theme: it is also the Polish edition's run in the dark
+        set_theme(lab, THEMES["dark"])
     try:
         with notebook_page(chromium.browser, name, lab.root / notebook, shots_dir) as page:
             try:
                 run_and_check(page, lab.url(notebook))
+                if polish:
+                    check_polish(page)
+                    RAN.add(notebook)
+                    return
                 for key, driver in DRIVERS.items():
                     view = PlaygroundView(page.page, key)
                     if view.present():
@@ -419,7 +426,35 @@ def test_notebook_runs_clean_in_jupyterlab(notebook: Path, lab: LabServer, chrom
                     f"{notebook}: {error}\nscreenshot: {failure}\nserver log:\n{lab.log_tail(15)}"
                 ) from error
     finally:
+        set_theme(lab, THEMES["light"])
         lab.shut_down_kernels()  # after the page is closed, so that it does not start a new one
+
+
+# The playground's two groups of controls (the loop's limits, the scenario) on one row.
+SIDE_BY_SIDE_JS = r"""
+() => Array.from(document.querySelectorAll('.jp-Notebook .widget-hbox')).filter(
+  row => row.querySelectorAll(':scope > .widget-vbox').length === 2).map(row => {
+    const [a, b] = row.querySelectorAll(':scope > .widget-vbox');
+    return Math.abs(a.getBoundingClientRect().top - b.getBoundingClientRect().top) < 2;
+  })
+"""
+
+
+def is_polish(notebook: Path) -> bool:
+    return notebook.parts[0] == "pl"
+
+
+# What the English UI says where the Polish must say it in Polish: a playground's or trace's words, the desk's.
+ENGLISH_UI = re.compile(r"✓ answered|✗ stopped in turn|playground · |\bturns: \d|Run the cell \(Shift\+Enter\)")
+
+
+def check_polish(page: NotebookPage) -> None:
+    """A Polish notebook after Run All: its agentlab views speak Polish, and the playgrounds sit as in English."""
+    views = page.page.locator(".jp-Notebook .agentlab-playground, .jp-Notebook .agentlab-trace, .agentlab-desk")
+    texts = [text for text in views.all_inner_texts() if text.strip()]
+    english = [match.group(0) for text in texts for match in [ENGLISH_UI.search(text)] if match]
+    assert not english, f"English left in the Polish notebook's views: {english}"
+    assert all(page.page.evaluate(SIDE_BY_SIDE_JS)), "a playground's two control groups do not sit side by side"
 
 
 def run_and_check(page: NotebookPage, url: str) -> None:
