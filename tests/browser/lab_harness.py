@@ -372,6 +372,27 @@ class NotebookPage:
         self.page.locator(".lm-MenuBar-item", has_text=re.compile(f"^{re.escape(menu)}$")).click()
         self.page.locator(f'.lm-Menu-item[data-command="{command}"]').click()
 
+    def switch_theme(self, theme: str) -> None:
+        """Settings > Theme > `theme` in this page, as a learner switches it: no reload, the outputs restyle in place.
+
+        JupyterLab saves the choice in the user settings too: the test resets them (set_theme) when it is done.
+        """
+        background = "() => getComputedStyle(document.querySelector('.jp-NotebookPanel .jp-Notebook')).backgroundColor"
+        before = self.page.evaluate(background)
+        self.page.locator(".lm-MenuBar-item", has_text=re.compile("^Settings$")).click()
+        self.page.locator(".lm-Menu-item[data-type='submenu']", has_text=re.compile("^Theme")).hover()
+        self.page.locator(".lm-Menu-item", has_text=re.compile(f"^{re.escape(theme)}")).first.click()
+        wait_for(
+            f"the theme to become {theme} and its colours to be drawn",
+            lambda: (
+                self.page.evaluate("() => document.body.dataset.jpThemeName") == theme
+                and self.page.evaluate(background) != before
+            ),
+            30,
+        )
+        self.page.keyboard.press("Escape")  # a menu left open would sit over the outputs in the screenshots
+        self.page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+
     def select_cell(self, index: int) -> None:
         """Click a cell's prompt: the cell becomes the selected one, in command mode."""
         self.page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").nth(index).locator(".jp-InputPrompt").click()

@@ -6,7 +6,7 @@ report) must show its styles as opened: a bordered box, left-aligned unstriped t
 and text that reads on its background (contrast at least 3:1) in both themes, at a laptop's 1280 x 800. After a
 run, the same, and a playground's two control groups sit side by side.
 
-    make test-browser      # the screenshots: <folder>/first-sight-<notebook>-<theme>-<opened|ran>.png
+    make test-browser      # screenshots: <folder>/first-sight-<notebook>-<theme>-opened.png, <notebook>-ran-dark.png
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from lab_harness import THEMES, Chromium, LabServer, notebook_page, set_theme
-from test_jupyterlab import SIDE_BY_SIDE_JS, discover_notebooks, is_polish, shot_name
+from test_jupyterlab import discover_notebooks, shot_name
 
 # What a shot scrolls to first: the playground or the approval desk, the outputs with the most to show.
 FIRST_LOOK = ".jp-Notebook .agentlab-playground, .jp-Notebook .agentlab-desk"
@@ -26,57 +26,35 @@ def notebooks_with_outputs() -> list[Path]:
 
 
 @pytest.mark.browser
-@pytest.mark.parametrize("theme", list(THEMES))
 @pytest.mark.parametrize("notebook", notebooks_with_outputs(), ids=lambda path: path.as_posix())
 def test_saved_outputs_look_right_as_opened(
-    notebook: Path, theme: str, lab: LabServer, chromium: Chromium, shots_dir: Path
-) -> None:
-    set_theme(lab, THEMES[theme])
-    name = f"first-sight-{shot_name(notebook)}-{theme}"
-    try:
-        with notebook_page(chromium.browser, name, lab.root / notebook, shots_dir) as page:
-            page.open(lab.url(notebook))
-            page.wait_widgets_rendered()
-            assert page.page.evaluate("() => document.body.dataset.jpThemeName") == THEMES[theme]
-            found = page.look()
-            shot = page.screenshot("opened")
-            first = page.page.locator(FIRST_LOOK).first
-            if not first.count():
-                first = page.page.locator(".jp-Notebook .agentlab-trace, .jp-Notebook .agentlab-check").first
-            if first.count():
-                first.scroll_into_view_if_needed()
-                page.screenshot("opened-first-output")
-            assert not found, f"{notebook} as opened ({theme}, {shot}):\n" + "\n".join(found)
-    finally:
-        set_theme(lab, THEMES["light"])
-        lab.shut_down_kernels()
-
-
-# After running: every lesson with a playground or a desk in the dark theme (the light theme's run is the main suite's,
-# which checks the same look after Run All).
-@pytest.mark.browser
-@pytest.mark.parametrize(
-    "notebook", [path for path in notebooks_with_outputs() if not is_polish(path)], ids=lambda path: path.as_posix()
-)
-def test_outputs_look_right_after_running_in_the_dark(
     notebook: Path, lab: LabServer, chromium: Chromium, shots_dir: Path
 ) -> None:
-    set_theme(lab, THEMES["dark"])
-    name = f"first-sight-{shot_name(notebook)}-dark"
+    """As opened, untrusted, in the light theme, then switched to the dark one in the same page (as a learner does)."""
+    set_theme(lab, THEMES["light"])
+    name = f"first-sight-{shot_name(notebook)}"
     try:
         with notebook_page(chromium.browser, name, lab.root / notebook, shots_dir) as page:
             page.open(lab.url(notebook))
-            page.run_all()
-            page.wait_all_executed()
             page.wait_widgets_rendered()
-            found = page.look()
-            rows = page.page.evaluate(SIDE_BY_SIDE_JS)
-            playground = page.page.locator(FIRST_LOOK).first
-            if playground.count():
-                playground.scroll_into_view_if_needed()
-            shot = page.screenshot("ran")
-            assert not found, f"{notebook} after running (dark, {shot}):\n" + "\n".join(found)
-            assert all(rows), f"{notebook}: a playground's two control groups do not sit side by side at 1280 px"
+            for theme in THEMES:
+                if theme != "light":
+                    page.switch_theme(THEMES[theme])
+                assert page.page.evaluate("() => document.body.dataset.jpThemeName") == THEMES[theme]
+                found = page.look()
+                shot = page.screenshot(f"{theme}-opened")
+                first = page.page.locator(FIRST_LOOK).first
+                if not first.count():
+                    first = page.page.locator(".jp-Notebook .agentlab-trace, .jp-Notebook .agentlab-check").first
+                if first.count():
+                    first.scroll_into_view_if_needed()
+                    page.screenshot(f"{theme}-opened-first-output")
+                    page.page.locator(".jp-NotebookPanel .jp-Cell").first.scroll_into_view_if_needed()
+                assert not found, f"{notebook} as opened ({theme}, {shot}):\n" + "\n".join(found)
     finally:
         set_theme(lab, THEMES["light"])
         lab.shut_down_kernels()
+
+
+# After running, in the dark theme: the main suite's run of each notebook switches to it at the end
+# (test_jupyterlab.look_in_the_dark), so that a notebook runs once for both themes.

@@ -400,25 +400,23 @@ def test_every_scenario_has_a_driver() -> None:
 @pytest.mark.parametrize("notebook", discover_notebooks(), ids=lambda path: path.as_posix())
 def test_notebook_runs_clean_in_jupyterlab(notebook: Path, lab: LabServer, chromium: Chromium, shots_dir: Path) -> None:
     name = shot_name(notebook)
-    polish = is_polish(notebook)
-    if polish:  # one run a Polish notebook, in the dark theme: it is also the Polish edition's run in the dark
-        set_theme(lab, THEMES["dark"])
     try:
         with notebook_page(chromium.browser, name, lab.root / notebook, shots_dir) as page:
             try:
                 run_and_check(page, lab.url(notebook))
-                if polish:
+                if is_polish(notebook):  # the English twin's run drives the same playgrounds: here, the words
                     check_polish(page)
-                    RAN.add(notebook)
-                    return
-                for key, driver in DRIVERS.items():
-                    view = PlaygroundView(page.page, key)
-                    if view.present():
-                        drive(view, driver, page)
-                        DRIVEN.add(key)
-                if page.page.locator(".agentlab-desk").count():
-                    drive_desk(page)
-                    DRIVEN.add("desk")
+                else:
+                    for key, driver in DRIVERS.items():
+                        view = PlaygroundView(page.page, key)
+                        if view.present():
+                            drive(view, driver, page)
+                            DRIVEN.add(key)
+                    if page.page.locator(".agentlab-desk").count():
+                        drive_desk(page)
+                        DRIVEN.add("desk")
+                if "exercises" not in notebook.parts:
+                    look_in_the_dark(page, notebook)
                 RAN.add(notebook)
             except Exception as error:
                 failure = page.screenshot("FAILED")
@@ -449,12 +447,24 @@ ENGLISH_UI = re.compile(r"✓ answered|✗ stopped in turn|playground · |\bturn
 
 
 def check_polish(page: NotebookPage) -> None:
-    """A Polish notebook after Run All: its agentlab views speak Polish, and the playgrounds sit as in English."""
+    """A Polish notebook after Run All: its agentlab views (playgrounds, traces, the desk) speak Polish."""
     views = page.page.locator(".jp-Notebook .agentlab-playground, .jp-Notebook .agentlab-trace, .agentlab-desk")
     texts = [text for text in views.all_inner_texts() if text.strip()]
     english = [match.group(0) for text in texts for match in [ENGLISH_UI.search(text)] if match]
     assert not english, f"English left in the Polish notebook's views: {english}"
-    assert all(page.page.evaluate(SIDE_BY_SIDE_JS)), "a playground's two control groups do not sit side by side"
+
+
+def look_in_the_dark(page: NotebookPage, notebook: Path) -> None:
+    """After the run, Settings > Theme > dark in the same page: the outputs read there too, controls side by side."""
+    page.switch_theme(THEMES["dark"])
+    found = page.look()
+    rows = page.page.evaluate(SIDE_BY_SIDE_JS)
+    playground = page.page.locator(".jp-Notebook .agentlab-playground, .jp-Notebook .agentlab-desk").first
+    if playground.count():
+        playground.scroll_into_view_if_needed()
+    shot = page.screenshot("ran-dark")
+    assert not found, f"{notebook} after running (dark, {shot}):\n" + "\n".join(found)
+    assert all(rows), f"{notebook}: a playground's two control groups do not sit side by side at 1280 px"
 
 
 def run_and_check(page: NotebookPage, url: str) -> None:
